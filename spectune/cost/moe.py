@@ -1,0 +1,75 @@
+"""Mixture-of-experts feed-forward: the expert "coupon-collector" tax (seed 000 appendix).
+
+A pass over N tokens makes N*k routed picks, but moves only the *distinct* experts it
+touches. Under uniform routing the expected number of distinct experts is
+
+    A(N) = E * (1 - (1 - k/E)^N),
+
+~N*k for N << E/k (every token drags in fresh experts) and -> E past the knee N ~ E/k.
+Shared experts are always resident.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spectune.cost.roofline import Array, Work
+from spectune.deployment import Parallelism
+from spectune.hardware import dtype_bytes
+from spectune.model import MoE
+
+
+def distinct_experts(tokens: Array, n_experts: int, top_k: int) -> Array:
+    """A(N): expected distinct routed experts touched by ``tokens`` tokens (uniform routing)."""
+    return n_experts * (1.0 - (1.0 - top_k / n_experts) ** np.asarray(tokens, dtype=float))
+
+
+def distinct_experts_slope(tokens: Array, n_experts: int, top_k: int) -> Array:
+    """A'(N) = -E ln(1 - k/E) (1 - k/E)^N: fresh experts the next token brings in."""
+    q = 1.0 - top_k / n_experts
+    return -n_experts * np.log(q) * q ** np.asarray(tokens, dtype=float)
+
+
+def knee(n_experts: int, top_k: int) -> float:
+    """The batch past which every expert is resident, N ~ E/k."""
+    return n_experts / top_k
+
+
+def moe_work(moe: MoE, hidden: int, expert_dtype: str, act_dtype: str, par: Parallelism,
+             B: Array, T: Array) -> Work:
+    """One MoE layer on one GPU for B sequences x T tokens.
+
+    ``ep == 1``: each dp rank holds every expert sharded ``tp`` ways and routes its own
+    B/dp*T tokens. ``ep == tp*dp``: each GPU holds E/ep whole experts and receives its
+    share of all B*T tokens' picks (the all-to-all is priced in :mod:`spectune.cost.comm`).
+    """
+    b_w = dtype_bytes(expert_dtype)
+    b_a = dtype_bytes(act_dtype)
+    p_expert = moe.expert_params(hidden)
+    p_shared = moe.shared_params(hidden)
+    tokens_rank = np.asarray(B, dtype=float) * T / par.dp  # tokens of one dp rank
+
+    if par.ep == 1:
+        touched = distinct_experts(tokens_rank, moe.n_experts, moe.top_k)
+        routed_flops = 2.0 * tokens_rank * moe.top_k * p_expert / par.tp
+        routed_bytes = touched * p_expert * b_w / par.tp
+        routed_acts = tokens_rank * moe.top_k * 2 * hidden * b_a
+    else:
+        tokens_all = tokens_rank * par.dp
+        local = moe.n_experts / par.ep
+        # Each local expert is touched with the same probability as any expert.
+        touched = local * (1.0 - (1.0 - moe.top_k / moe.n_experts) ** tokens_all)
+        routed_flops = 2.0 * tokens_all * moe.top_k * p_expert / par.ep
+        routed_bytes = touched * p_expert * b_w
+        routed_acts = tokens_all * moe.top_k / par.ep * 2 * hidden * b_a
+
+    shared_flops = 2.0 * tokens_rank * p_shared / par.tp
+    shared_bytes = p_shared * b_w / par.tp + 0.0 * tokens_rank
+    shared_acts = tokens_rank * (2 * hidden * b_a if moe.n_shared else 0.0)
+    return Work(
+        flops=routed_flops + shared_flops,
+        weight_bytes=routed_bytes + shared_bytes,
+        kv_bytes=np.zeros_like(routed_flops),
+        act_bytes=routed_acts + shared_acts,
+        dtype=expert_dtype,
+    )

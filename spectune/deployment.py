@@ -1,0 +1,85 @@
+"""A deployment: the hardware, model, drafter, parallelism, engine and operating points
+that a recommendation is made for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spectune.acceptance import Acceptance
+from spectune.hardware import GPU
+from spectune.model import Drafter, Model
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """How one serving instance spreads over ``tp * dp`` GPUs.
+
+    ``tp`` shards weights and heads (all-reduce after attention and FFN); ``dp`` runs
+    attention data-parallel (each rank holds B/dp sequences); ``ep`` is 1 (experts sharded
+    by tp inside each dp rank) or ``tp * dp`` (each GPU holds E/ep whole experts and
+    tokens move by all-to-all), as vLLM's ``--enable-expert-parallel`` does.
+    """
+
+    tp: int = 1
+    ep: int = 1
+    dp: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "ep", "dp"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.ep not in (1, self.tp * self.dp):
+            raise ValueError(
+                f"ep must be 1 or tp*dp = {self.tp * self.dp} (experts are either sharded "
+                f"by tp or spread over every GPU of the instance), got {self.ep}"
+            )
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.dp
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A serving engine's costs that no roofline shows, in seconds.
+
+    ``pass_overhead``: fixed cost of one target forward pass (scheduling, input prep,
+    sampling, graph launch). ``layer_overhead``: floor per layer per pass (kernel
+    launch and tail latency of ~10 small kernels that no bandwidth term covers).
+    ``draft_pass_overhead``: fixed cost of one drafter pass. ``verify_token_cost``:
+    per verified token on the speculative path (rejection sampling, tree/causal masks,
+    draft bookkeeping).
+    """
+
+    name: str
+    pass_overhead: float
+    layer_overhead: float
+    draft_pass_overhead: float
+    verify_token_cost: float
+    version: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Operating points: ``batch_sizes`` are concurrent sequences in decode for the whole
+    instance; ``context_lengths`` are tokens already in each sequence's KV cache."""
+
+    batch_sizes: tuple[int, ...]
+    context_lengths: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Everything a recommendation depends on."""
+
+    name: str
+    gpu: GPU
+    model: Model
+    drafter: Drafter
+    parallelism: Parallelism
+    engine: Engine
+    workload: Workload
+    acceptance: Acceptance
+    gamma_max: int = 8
+    tie_tolerance: float = 0.01

@@ -1,0 +1,68 @@
+"""Choosing gamma* at every operating point.
+
+gamma* = argmax over 0..gamma_max of Sp(gamma), where 0 means "do not speculate". A
+smaller gamma wins a near-tie: the recommendation is the smallest gamma whose speedup is
+within ``tie_tolerance`` (relative) of the best, because a deeper draft that buys nothing
+measurable still costs memory, latency variance and drafter load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from spectune.cost import step_cost
+from spectune.cost.roofline import Array
+from spectune.deployment import Deployment
+from spectune.speedup import SpeedupGrid, speedup_grid
+
+
+def choose(speedup: Array, tie_tolerance: float) -> NDArray[np.int64]:
+    """Index of the smallest gamma within ``tie_tolerance`` of the best, over the last axis."""
+    best = speedup.max(axis=-1, keepdims=True)
+    good = speedup >= best / (1.0 + tie_tolerance)
+    return np.argmax(good, axis=-1).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """gamma* and its predicted speedup per (batch, context), with the grid behind it and
+    the component that costs most in the chosen verify step (``limiter``)."""
+
+    deployment: Deployment
+    grid: SpeedupGrid
+    gamma_star: NDArray[np.int64]  # (nb, ns)
+    speedup_star: Array  # (nb, ns)
+    limiter: NDArray[np.str_]  # (nb, ns)
+    notes: tuple[str, ...]
+
+
+def recommend(dep: Deployment) -> Recommendation:
+    grid = speedup_grid(dep)
+    sp = grid.speedup
+    idx = choose(sp, dep.tie_tolerance)
+    gamma_star = grid.gamma[idx]
+    best = np.take_along_axis(sp, idx[..., None], axis=-1)[..., 0]
+    limiter = _limiters(dep, grid, gamma_star)
+    notes = []
+    note = dep.acceptance.extrapolation_note(int(grid.gamma.max()))
+    if note:
+        notes.append(note)
+    return Recommendation(dep, grid, gamma_star, best, limiter, tuple(notes))
+
+
+def _limiters(dep: Deployment, grid: SpeedupGrid, gamma_star: NDArray[np.int64]) -> NDArray[np.str_]:
+    """Name of the costliest component of the verify step at gamma* (one vectorised pass)."""
+    B = grid.batch[:, None].astype(float)
+    S = grid.context[None, :].astype(float)
+    T = gamma_star.astype(float) + 1
+    cost = step_cost(dep.model, dep.gpu, dep.parallelism, dep.engine, B, T, S)
+    names = list(cost.components)
+    stack = np.stack([np.broadcast_to(c.seconds, T.shape) for c in cost.components.values()])
+    draft = grid.draft[np.arange(len(grid.batch))[:, None], np.arange(len(grid.context))[None, :],
+                       gamma_star]
+    stack = np.concatenate([stack, draft[None]])
+    names.append("drafter")
+    return np.asarray(names)[np.argmax(stack, axis=0)]

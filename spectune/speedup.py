@@ -1,0 +1,67 @@
+"""Throughput speedup of speculation over plain decode (seed 000):
+
+    Sp(gamma) = m(gamma) * C0(B, S) / (C_verify(B, gamma + 1, S) + C_draft(B, gamma, S)),
+
+with C0(B, S) = C_verify(B, 1, S). Evaluated over whole batch x context x gamma grids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from spectune.cost import draft_cost, step_cost
+from spectune.cost.roofline import Array
+from spectune.deployment import Deployment
+
+
+def closed_form(alpha: ArrayLike, gamma: ArrayLike, draft_cost_ratio: ArrayLike) -> Array:
+    """Seed 004's speedup with draft cost ratio c and a free verify:
+    (1 - alpha^(gamma+1)) / ((1 - alpha) (1 + gamma c))."""
+    a = np.asarray(alpha, dtype=float)
+    g = np.asarray(gamma, dtype=float)
+    c = np.asarray(draft_cost_ratio, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tokens = np.where(a < 1.0, (1.0 - a ** (g + 1)) / (1.0 - a), g + 1)
+    return tokens / (1.0 + g * c)
+
+
+@dataclass(frozen=True)
+class SpeedupGrid:
+    """Sp over ``batch`` (nb) x ``context`` (ns) x ``gamma`` (ng) and the costs behind it,
+    in seconds per step per GPU."""
+
+    batch: NDArray[np.int64]
+    context: NDArray[np.int64]
+    gamma: NDArray[np.int64]
+    expected_tokens: Array  # (ng,)
+    c0: Array  # (nb, ns)
+    verify: Array  # (nb, ns, ng)
+    draft: Array  # (nb, ns, ng)
+
+    @property
+    def speedup(self) -> Array:
+        return self.expected_tokens * self.c0[..., None] / (self.verify + self.draft)
+
+
+def speedup_grid(dep: Deployment, batch: ArrayLike | None = None,
+                 context: ArrayLike | None = None, gamma_max: int | None = None,
+                 *, achieved: bool = True) -> SpeedupGrid:
+    """Evaluate the speedup of every gamma in 0..gamma_max at every (batch, context)."""
+    b = np.asarray(dep.workload.batch_sizes if batch is None else batch, dtype=np.int64)
+    s = np.asarray(dep.workload.context_lengths if context is None else context, dtype=np.int64)
+    gmax = dep.gamma_max if gamma_max is None else gamma_max
+    g = np.arange(gmax + 1, dtype=np.int64)
+    B = b[:, None, None].astype(float)
+    S = s[None, :, None].astype(float)
+    G = g[None, None, :].astype(float)
+    args = (dep.model, dep.gpu, dep.parallelism, dep.engine)
+    verify = step_cost(*args, B, G + 1, S, achieved=achieved).seconds
+    verify = np.broadcast_to(verify, (len(b), len(s), len(g)))
+    c0 = verify[..., 0]
+    draft = draft_cost(dep.drafter, dep.gpu, dep.parallelism, dep.engine, B, G, S,
+                       c0[..., None], achieved=achieved)
+    m = dep.acceptance.expected_tokens(g)
+    return SpeedupGrid(b, s, g, m, c0, verify, np.broadcast_to(draft, verify.shape))

@@ -1,0 +1,16 @@
+"""Shared fixtures: the seed's B200 (peak figures, no derating) and DeepSeek-V4-Flash
+constants as seed 000's appendix states them."""
+
+from __future__ import annotations
+
+import pytest
+
+from spectune.hardware import GPU
+
+
+@pytest.fixture
+def seed_b200() -> GPU:
+    """B200 as seed 000 uses it: 8 TB/s, 2.25 / 4.5 / 9 PFLOP/s dense bf16 / fp8 / fp4."""
+    return GPU(key="b200-seed", name="B200 (seed 000)", memory_bytes=180e9, hbm_bandwidth=8e12,
+               peak_flops={"bf16": 2.25e15, "fp8": 4.5e15, "fp4": 9e15},
+               link_bandwidth=900e9, link_latency=0.0)
