@@ -5,8 +5,8 @@ Units: bytes, bytes/second, FLOP/second, seconds. Peak FLOP/s are dense (no 2:4 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 #: Bytes per element for each storage format spectune knows. Block-scaled formats count
 #: their shared scales as bytes: MXFP4 is 4 bits + one 8-bit E8M0 scale per 32 values

@@ -27,7 +27,7 @@ def _req(cfg: Mapping[str, Any], *keys: str) -> Any:
 def infer_dtypes(cfg: Mapping[str, Any]) -> dict[str, str]:
     """Storage formats a release ships in, read from ``quantization_config`` / ``torch_dtype``."""
     torch_dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
-    base = "fp16" if "float16" == torch_dtype else "bf16"
+    base = "fp16" if torch_dtype == "float16" else "bf16"
     weights = experts = base
     q = cfg.get("quantization_config") or {}
     method = str(q.get("quant_method", "")).lower()

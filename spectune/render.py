@@ -79,3 +79,70 @@ def grid(rows: list[list[Any]], headers: list[str], fmt: str) -> str:
 
     style = "github" if fmt == "markdown" else "simple"
     return tabulate(rows, headers=headers, tablefmt=style, disable_numparse=True) + "\n"
+
+
+# --------------------------------------------------------------------------- human tables
+def _si(x: float, unit: str) -> str:
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= factor:
+            return f"{x / factor:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms"
+
+
+@table_for("Recommendation")
+def _recommendation_table(doc: Document, fmt: str) -> str:
+    dep = doc["deployment"]
+    acc = doc["acceptance"]
+    points = {(p["batch"], p["context"]): p for p in doc["points"]}
+    rows = []
+    for b in doc["batch_sizes"]:
+        row: list[Any] = [b]
+        for s in doc["context_lengths"]:
+            p = points[(b, s)]
+            row.append(f"{p['gamma']}  {p['speedup']:.2f}x" if p["speculate"] else "0  off")
+        rows.append(row)
+    headers = ["batch \\ context"] + [f"{s:,}" for s in doc["context_lengths"]]
+    par = dep["parallelism"]
+    title = (f"{dep['model']['name']} on {dep['gpu']['name']} (tp={par['tp']} ep={par['ep']} "
+             f"dp={par['dp']}), drafter {dep['drafter']['name']} [{dep['drafter']['kind']}], "
+             f"{dep['engine']['name']}")
+    rates = ", ".join(f"{r:.2f}" for r in acc["conditional"])
+    lines = [title, f"acceptance: {acc['source']} (a = {rates})", ""]
+    if fmt == "markdown":
+        lines = [f"**{title}**", "", f"acceptance: {acc['source']} (a = {rates})", ""]
+    legend = ("cell: gamma* and predicted throughput speedup over plain decode; "
+              "'0  off' = speculation does not pay there")
+    return "\n".join(lines) + grid(rows, headers, fmt) + "\n" + legend + "\n"
+
+
+@table_for("StepCost")
+def _cost_table(doc: Document, fmt: str) -> str:
+    rows = [[c["name"], _si(c["flops"], "FLOP"), _si(c["bytes"], "B"), _ms(c["seconds"]),
+             f"{c['share'] * 100:.1f}%", f"{c['intensity']:.1f}", c["bound"],
+             f"{c['marginal_cost']:.2f}"] for c in doc["components"]]
+    rows.append(["total", "", "", _ms(doc["total_seconds"]), "100%", "", "",
+                 f"{doc['marginal_cost']:.2f}"])
+    head = (f"{doc['model']} on {doc['gpu']}: batch {doc['batch']} x {doc['tokens']} tokens "
+            f"at context {doc['context']:,}, per GPU per pass "
+            f"({'achieved' if doc['achieved'] else 'peak'} rates)\n\n")
+    legend = ("\nr = d log C / d log tokens: 0 = an extra verified token is free, "
+              "1 = it pays full price (seed 000)\n")
+    return head + grid(rows, ["component", "FLOPs", "bytes", "time", "share", "FLOP/B", "bound",
+                              "r"], fmt) + legend
+
+
+@table_for("Speedup")
+def _speedup_table(doc: Document, fmt: str) -> str:
+    keys = [k for k in doc if k not in ("apiVersion", "kind")]
+    rows = [[k, doc[k]] for k in keys]
+    return grid(rows, ["quantity", "value"], fmt)
+
+
+@table_for("ProfileList")
+def _profile_list_table(doc: Document, fmt: str) -> str:
+    rows = [[p["kind"], p["name"], p["description"]] for p in doc["profiles"]]
+    return grid(rows, ["kind", "name", "description"], fmt)

@@ -16,7 +16,7 @@ from spectune.cost.moe import moe_work
 from spectune.cost.roofline import Array, Component, Work, fixed, price
 from spectune.deployment import Engine, Parallelism
 from spectune.hardware import GPU
-from spectune.model import DenseFFN, Model, MoE
+from spectune.model import Model, MoE
 
 #: Display order of components.
 ORDER = ("attn-proj", "attention-gqa", "attention-swa", "attention-mla", "attention-hca",

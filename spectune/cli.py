@@ -1,0 +1,329 @@
+"""The ``spectune`` command line: parse options, call the library, hand the result to
+:mod:`spectune.render`. No arithmetic lives here.
+
+Exit codes: 0 ok; 1 a ``check`` gate failed; 2 usage or input error; network faults of
+``observe`` have their own codes (see ``spectune observe --help``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from spectune import __version__
+from spectune.errors import InputError, SpectuneError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def output_option(default: str = "table") -> Callable[[F], F]:
+    return click.option("-o", "--output", "fmt", default=default, show_default=True,
+                        type=click.Choice(["table", "yaml", "json", "markdown"]),
+                        help="Output format. yaml/json are versioned documents for scripts.")
+
+
+def emit(doc: dict[str, Any], fmt: str) -> None:
+    from spectune.render import render
+
+    click.echo(render(doc, fmt), nl=False)
+
+
+def fail(err: SpectuneError) -> NoReturn:
+    click.echo(f"spectune: error: {err.message}", err=True)
+    sys.exit(err.exit_code)
+
+
+class SpectuneGroup(click.Group):
+    """Turns a user-facing error into one line on stderr and its exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SpectuneError as err:
+            fail(err)
+        except BrokenPipeError:  # `spectune ... | head` is not an error
+            sys.stderr.close()
+            sys.exit(0)
+
+
+@click.group(cls=SpectuneGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="spectune")
+def cli() -> None:
+    """Tune speculative decoding (draft length gamma) for LLM serving.
+
+    spectune prices one verify step and the drafter with a roofline cost model (MoE expert
+    traffic, MLA / compressed attention, collectives, engine overheads), combines it with
+    acceptance (stated, or measured on a running vLLM / SGLang server) and recommends the
+    gamma that maximises throughput at each batch size and context length. gamma = 0
+    means: do not speculate there.
+
+    \b
+    Start with a shipped example:
+      spectune recommend examples/llama-3.1-70b-h100-eagle3.yaml
+      spectune cost --gpu b200 --model deepseek-v4-flash --batch 32 --tokens 4 --context 8192
+      spectune profiles list
+    """
+
+
+# --------------------------------------------------------------------------- recommend
+@cli.command()
+@click.argument("profile")
+@output_option()
+@click.option("--batch", "batches", multiple=True, type=click.IntRange(min=1),
+              help="Batch size(s) to evaluate instead of the profile's (repeatable).")
+@click.option("--context", "contexts", multiple=True, type=click.IntRange(min=1),
+              help="Context length(s) in tokens instead of the profile's (repeatable).")
+@click.option("--gamma-max", type=click.IntRange(1, 64), help="Largest draft length considered.")
+@click.option("--alpha", type=click.FloatRange(0, 1),
+              help="Override acceptance with an i.i.d. per-token rate.")
+@click.option("--observed", type=click.Path(dir_okay=False),
+              help="Acceptance and batch mix from a `spectune observe -o yaml` file.")
+@click.option("--metrics-url", help="Observe this server's /metrics first (see `observe`).")
+@click.option("--window", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+              help="With --metrics-url: seconds to observe.")
+@click.option("--emit", "emit_kind", type=click.Choice(["vllm", "vllm-yaml", "sglang"]),
+              help="Print only the serving-engine snippet for the recommendation.")
+def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
+              gamma_max: int | None, alpha: float | None, observed: str | None,
+              metrics_url: str | None, window: float, emit_kind: str | None) -> None:
+    """Recommend gamma* per batch size and context length for PROFILE.
+
+    PROFILE is a deployment YAML file, '-' for stdin, or the name of a shipped example.
+    """
+    from dataclasses import replace
+
+    from spectune.acceptance import Acceptance
+    from spectune.deployment import Workload
+    from spectune.documents import recommendation_doc
+    from spectune.profiles import load_deployment
+    from spectune.recommend import recommend as run
+
+    dep = load_deployment(profile)
+    if observed or metrics_url:
+        from spectune import observe as obs
+
+        observation = (obs.load_observation(observed) if observed
+                       else obs.observe_url(metrics_url, window=window))
+        dep = replace(dep, acceptance=obs.observation_acceptance(observation))
+        point = obs.observation_operating_point(observation)
+        if not batches and point.get("batch_sizes"):
+            batches = tuple(point["batch_sizes"])
+        if not contexts and point.get("context_lengths"):
+            contexts = tuple(point["context_lengths"])
+    if alpha is not None:
+        dep = replace(dep, acceptance=Acceptance.iid(alpha, "--alpha"))
+    if batches or contexts:
+        dep = replace(dep, workload=Workload(batches or dep.workload.batch_sizes,
+                                             contexts or dep.workload.context_lengths))
+    if gamma_max:
+        dep = replace(dep, gamma_max=gamma_max)
+    rec = run(dep)
+    for note in rec.notes:
+        click.echo(f"spectune: note: {note}", err=True)
+    if emit_kind:
+        from spectune.emit import emit_snippet
+
+        click.echo(emit_snippet(rec, emit_kind), nl=False)
+        return
+    emit(recommendation_doc(rec), fmt)
+
+
+# --------------------------------------------------------------------------- cost
+def _setup(profile: str | None, gpu: str | None, model: str | None, tp: int | None,
+           ep: int | None, dp: int | None, engine: str | None) -> tuple[Any, ...]:
+    """GPU, model, parallelism and engine from a profile and/or explicit options."""
+    from spectune.deployment import Parallelism
+    from spectune.profiles import load_deployment, load_engine, load_gpu, load_model
+
+    dep = load_deployment(profile) if profile else None
+    if dep is None and not (gpu and model):
+        raise InputError("give --gpu and --model, or --profile")
+    g = load_gpu(gpu) if gpu else dep.gpu  # type: ignore[union-attr]
+    m = load_model(model) if model else dep.model  # type: ignore[union-attr]
+    base = dep.parallelism if dep else Parallelism()
+    try:
+        par = Parallelism(tp or base.tp, ep or base.ep, dp or base.dp)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    eng_name = engine or (None if dep else "vllm")
+    eng = None if eng_name == "none" else (load_engine(eng_name) if eng_name else dep.engine)  # type: ignore[union-attr]
+    return dep, g, m, par, eng
+
+
+_common = [
+    click.option("--profile", help="Take GPU, model, parallelism and engine from a deployment profile."),
+    click.option("--gpu", help="Built-in GPU name (spectune profiles list gpus)."),
+    click.option("--model", help="Built-in model name or path to a Hugging Face config.json."),
+    click.option("--tp", type=click.IntRange(min=1), help="Tensor-parallel size."),
+    click.option("--ep", type=click.IntRange(min=1), help="Expert-parallel size (1 or tp*dp)."),
+    click.option("--dp", type=click.IntRange(min=1), help="Data-parallel (attention) size."),
+    click.option("--engine", help="Serving engine profile (vllm, sglang) or 'none' for the pure roofline."),
+]
+
+
+def common_options(fn: F) -> F:
+    for opt in reversed(_common):
+        fn = opt(fn)
+    return fn
+
+
+@cli.command()
+@common_options
+@click.option("--batch", type=click.IntRange(min=1), required=True, help="Sequences in the step (B).")
+@click.option("--tokens", type=click.IntRange(min=1), default=1, show_default=True,
+              help="New tokens per sequence (T = gamma + 1 for a verify).")
+@click.option("--context", type=click.IntRange(min=0), required=True, help="Tokens in each KV cache (S).")
+@click.option("--peak", is_flag=True, help="Use peak rates instead of achievable fractions.")
+@output_option()
+def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None,
+         ep: int | None, dp: int | None, engine: str | None, batch: int, tokens: int,
+         context: int, peak: bool, fmt: str) -> None:
+    """Cost of one forward pass per GPU, by component.
+
+    Shows FLOPs, bytes, time, arithmetic intensity, which roofline bound applies and the
+    marginal cost r of one more verified token for each component: why gamma* moves.
+    """
+    from spectune.cost import marginal_cost, step_cost
+    from spectune.documents import step_cost_doc
+
+    _, g, m, par, eng = _setup(profile, gpu, model, tp, ep, dp, engine)
+    c = step_cost(m, g, par, eng, batch, tokens, context, achieved=not peak)
+    r = marginal_cost(m, g, par, eng, batch, tokens, context, achieved=not peak)
+    inputs = {"gpu": g.name, "model": m.name, "batch": batch, "tokens": tokens,
+              "context": context, "parallelism": {"tp": par.tp, "ep": par.ep, "dp": par.dp},
+              "engine": eng.name if eng else None, "achieved": not peak}
+    emit(step_cost_doc(c, r, inputs), fmt)
+
+
+# --------------------------------------------------------------------------- speedup
+@cli.command()
+@common_options
+@click.option("--alpha", type=click.FloatRange(0, 1), help="i.i.d. per-token acceptance.")
+@click.option("--gamma", type=click.IntRange(0, 64), required=True, help="Draft length.")
+@click.option("--draft-cost", type=click.FloatRange(min=0),
+              help="Draft cost ratio c (draft token / target step).")
+@click.option("--drafter", help="Built-in drafter (with --gpu/--model), e.g. ngram.")
+@click.option("--batch", type=click.IntRange(min=1), help="Batch size, for the roofline speedup.")
+@click.option("--context", type=click.IntRange(min=0), help="Context length, for the roofline speedup.")
+@output_option()
+def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | None,
+            ep: int | None, dp: int | None, engine: str | None, alpha: float | None,
+            gamma: int, draft_cost: float | None, drafter: str | None, batch: int | None,
+            context: int | None, fmt: str) -> None:
+    """Predicted speedup of one gamma.
+
+    With only --alpha/--gamma/--draft-cost: seed 004's closed form
+    (1 - a^(g+1)) / ((1 - a)(1 + g c)). With --gpu/--model or --profile and
+    --batch/--context: the roofline speedup m(g) C0 / (C_verify(g+1) + C_draft(g)).
+    """
+    from dataclasses import replace
+
+    from spectune.acceptance import Acceptance
+    from spectune.deployment import Deployment, Workload
+    from spectune.documents import sig
+    from spectune.model import Drafter
+    from spectune.profiles import load_drafter
+    from spectune.render import envelope
+    from spectune.speedup import closed_form, speedup_grid
+
+    roofline = profile or gpu or model
+    if not roofline:
+        if alpha is None:
+            raise InputError("--alpha is required for the closed form")
+        c = draft_cost or 0.0
+        value = float(closed_form(alpha, gamma, c))
+        emit(envelope("Speedup", {"formula": "(1 - a^(g+1)) / ((1 - a)(1 + g c))  [seed 004]",
+                                  "alpha": alpha, "gamma": gamma, "draft_cost": c,
+                                  "expected_tokens": sig(float(closed_form(alpha, gamma, 0.0))),
+                                  "speedup": sig(value)}), fmt)
+        return
+    if batch is None or context is None:
+        raise InputError("the roofline speedup needs --batch and --context")
+    dep, g, m, par, eng = _setup(profile, gpu, model, tp, ep, dp, engine)
+    if draft_cost is not None:
+        d = Drafter("cost_ratio", f"c={draft_cost}", cost_ratio=draft_cost)
+    elif drafter:
+        d = load_drafter(drafter)
+    elif dep is not None:
+        d = dep.drafter
+    else:
+        raise InputError("give --draft-cost or --drafter (or --profile)")
+    if alpha is not None:
+        acc = Acceptance.iid(alpha, "--alpha")
+    elif dep is not None:
+        acc = dep.acceptance
+    else:
+        raise InputError("give --alpha (or a --profile with acceptance)")
+    if eng is None:
+        from spectune.deployment import Engine
+
+        eng = Engine("none", 0.0, 0.0, 0.0, 0.0)
+    base = dep or Deployment("cli", g, m, d, par, eng, Workload((batch,), (context,)), acc)
+    dep2 = replace(base, gpu=g, model=m, drafter=d, parallelism=par, engine=eng,
+                   acceptance=acc, workload=Workload((batch,), (context,)), gamma_max=max(gamma, 1))
+    grid = speedup_grid(dep2)
+    emit(envelope("Speedup", {
+        "formula": "m(g) C0 / (C_verify(B, g+1, S) + C_draft(B, g, S))  [seed 000]",
+        "gpu": g.name, "model": m.name, "drafter": d.name, "batch": batch, "context": context,
+        "gamma": gamma, "acceptance": acc.source,
+        "expected_tokens": sig(grid.expected_tokens[gamma]),
+        "plain_step_seconds": sig(grid.c0[0, 0]),
+        "verify_seconds": sig(grid.verify[0, 0, gamma]),
+        "draft_seconds": sig(grid.draft[0, 0, gamma]),
+        "speedup": sig(grid.speedup[0, 0, gamma]),
+    }), fmt)
+
+
+# --------------------------------------------------------------------------- profiles
+@cli.group()
+def profiles() -> None:
+    """Built-in GPU, model, drafter and engine profiles."""
+
+
+@profiles.command("list")
+@click.argument("kind", required=False, type=click.Choice(["gpus", "models", "drafters", "engines", "examples"]))
+@output_option()
+def profiles_list(kind: str | None, fmt: str) -> None:
+    """List built-in profiles (all kinds, or one KIND)."""
+    import yaml
+
+    from spectune.profiles import KINDS, examples_dir, profiles_dir
+    from spectune.render import envelope
+
+    rows = []
+    for k in [kind] if kind else [*KINDS, "examples"]:
+        folder = examples_dir() if k == "examples" else profiles_dir() / k
+        for f in sorted(folder.glob("*.yaml")):
+            head = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+            desc = head.get("name") or head.get("description") or ""
+            rows.append({"kind": k, "name": f.stem, "description": str(desc)})
+    emit(envelope("ProfileList", {"profiles": rows}), fmt)
+
+
+@profiles.command("show")
+@click.argument("name")
+@click.option("--kind", type=click.Choice(["gpus", "models", "drafters", "engines"]),
+              help="Which kind NAME is (needed only when names collide).")
+def profiles_show(name: str, kind: str | None) -> None:
+    """Print a built-in profile as shipped, with its source comments."""
+    from spectune.profiles import KINDS, builtin_path
+
+    for k in [kind] if kind else list(KINDS):
+        try:
+            path = builtin_path(k, name)
+        except InputError:
+            continue
+        click.echo(path.read_text(encoding="utf-8"), nl=False)
+        return
+    raise InputError(f"no built-in profile named {name!r} (see: spectune profiles list)")
+
+
+def main() -> None:
+    cli(prog_name="spectune")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Core results as versioned, plain-data documents (the stable YAML/JSON schema).
+
+Keys are in a fixed order and floats are rounded to a fixed number of significant digits,
+so identical input gives byte-identical output. Documented in docs/schema.md; JSON
+Schemas in :mod:`spectune.schema`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from spectune import __version__
+from spectune.acceptance import Acceptance
+from spectune.cost import StepCost
+from spectune.cost.roofline import intensity
+from spectune.deployment import Deployment
+from spectune.recommend import Recommendation
+from spectune.render import Document, envelope
+
+
+def sig(x: Any, digits: int = 6) -> float:
+    """``x`` rounded to ``digits`` significant digits (stable text across platforms)."""
+    v = float(x)
+    if v == 0 or not np.isfinite(v):
+        return 0.0 if v == 0 else v
+    return float(f"{v:.{digits}g}")
+
+
+def acceptance_doc(acc: Acceptance, gamma_max: int) -> dict[str, Any]:
+    return {
+        "source": acc.source,
+        "conditional": [sig(r, 4) for r in acc.rates],
+        "measured_positions": acc.measured_positions,
+        "expected_tokens": [sig(m, 5) for m in acc.expected_tokens(np.arange(gamma_max + 1))],
+        "extrapolation": acc.extrapolation_note(gamma_max),
+    }
+
+
+def deployment_doc(dep: Deployment) -> dict[str, Any]:
+    d = dep.drafter
+    return {
+        "name": dep.name,
+        "gpu": {"key": dep.gpu.key, "name": dep.gpu.name,
+                "bandwidth_fraction": dep.gpu.bandwidth_fraction,
+                "flops_fraction": dep.gpu.flops_fraction},
+        "model": {"name": dep.model.name, "params": int(dep.model.total_params()),
+                  "weights": dep.model.weight_dtype, "experts": dep.model.expert_dtype,
+                  "kv_cache": dep.model.kv_dtype},
+        "drafter": {"kind": d.kind, "name": d.name, "path": d.path or None},
+        "parallelism": {"tp": dep.parallelism.tp, "ep": dep.parallelism.ep, "dp": dep.parallelism.dp},
+        "engine": {"name": dep.engine.name, "version": dep.engine.version or None},
+        "gamma_max": dep.gamma_max,
+        "tie_tolerance": dep.tie_tolerance,
+    }
+
+
+def recommendation_doc(rec: Recommendation) -> Document:
+    """Kind ``Recommendation``: gamma*, its speedup and every gamma's speedup per point."""
+    g = rec.grid
+    sp = g.speedup
+    points = []
+    for i, b in enumerate(g.batch):
+        for j, s in enumerate(g.context):
+            gs = int(rec.gamma_star[i, j])
+            points.append({
+                "batch": int(b),
+                "context": int(s),
+                "gamma": gs,
+                "speedup": sig(rec.speedup_star[i, j], 4),
+                "speculate": gs > 0,
+                "limiter": str(rec.limiter[i, j]),
+                "step_seconds": sig(g.verify[i, j, gs] + g.draft[i, j, gs], 4),
+                "plain_step_seconds": sig(g.c0[i, j], 4),
+                "speedups": [sig(x, 4) for x in sp[i, j]],
+            })
+    return envelope("Recommendation", {
+        "metadata": {"spectune": __version__, "schema": "docs/schema.md#recommendation"},
+        "deployment": deployment_doc(rec.deployment),
+        "acceptance": acceptance_doc(rec.deployment.acceptance, int(g.gamma.max())),
+        "gammas": [int(x) for x in g.gamma],
+        "batch_sizes": [int(x) for x in g.batch],
+        "context_lengths": [int(x) for x in g.context],
+        "points": points,
+        "notes": list(rec.notes),
+    })
+
+
+def step_cost_doc(cost: StepCost, marginal: dict[str, Any], inputs: dict[str, Any]) -> Document:
+    """Kind ``StepCost``: one pass's components (scalar inputs)."""
+    comps = []
+    for name, c in cost.components.items():
+        work = cost.works.get(name)
+        bound = str(np.asarray(c.bound()).item())
+        if name == "overhead":
+            bound = "fixed"
+        comps.append({
+            "name": name,
+            "flops": sig(c.flops),
+            "bytes": sig(c.bytes),
+            "seconds": sig(c.seconds),
+            "intensity": sig(intensity(work)) if work is not None else 0.0,
+            "bound": bound,
+            "marginal_cost": sig(marginal.get(name, 0.0), 4),
+        })
+    total = float(cost.seconds)
+    for comp in comps:
+        comp["share"] = sig(comp["seconds"] / total if total else 0.0, 4)
+    return envelope("StepCost", {**inputs, "components": comps, "total_seconds": sig(total),
+                                 "marginal_cost": sig(marginal.get("total", 0.0), 4)})
