@@ -75,7 +75,7 @@ class Acceptance:
 
     def marginal(self, depth: int) -> NDArray[np.float64]:
         """P(draft token d accepted) for d = 1..depth."""
-        return np.cumprod(self.conditional(depth))
+        return np.cumprod(self.conditional(depth)).astype(np.float64)
 
     def expected_tokens(self, gamma: ArrayLike) -> NDArray[np.float64]:
         """m(gamma), tokens committed per verify pass; gamma may be an integer array."""

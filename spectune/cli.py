@@ -284,7 +284,8 @@ def profiles() -> None:
 
 
 @profiles.command("list")
-@click.argument("kind", required=False, type=click.Choice(["gpus", "models", "drafters", "engines", "examples"]))
+@click.argument("kind", required=False,
+                type=click.Choice(["gpus", "models", "drafters", "engines", "examples"]))
 @output_option()
 def profiles_list(kind: str | None, fmt: str) -> None:
     """List built-in profiles (all kinds, or one KIND)."""

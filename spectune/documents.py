@@ -105,7 +105,7 @@ def step_cost_doc(cost: StepCost, marginal: dict[str, Any], inputs: dict[str, An
             "marginal_cost": sig(marginal.get(name, 0.0), 4),
         })
     total = float(cost.seconds)
-    for comp in comps:
-        comp["share"] = sig(comp["seconds"] / total if total else 0.0, 4)
+    for comp, c in zip(comps, cost.components.values(), strict=True):
+        comp["share"] = sig(float(c.seconds) / total if total else 0.0, 4)
     return envelope("StepCost", {**inputs, "components": comps, "total_seconds": sig(total),
                                  "marginal_cost": sig(marginal.get("total", 0.0), 4)})

@@ -167,7 +167,7 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
                                   att.proj_params, att.kv_lora_rank, att.rope_dim, window)
                         if sliding else att)
         built: list[LayerGroup] = []
-        for a, f in zip(atts, ffns):
+        for a, f in zip(atts, ffns, strict=False):
             if built and built[-1].attention == a and built[-1].ffn == f:
                 built[-1] = LayerGroup(built[-1].count + 1, a, f)
             else:

@@ -9,6 +9,7 @@ name or alias.
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -382,7 +383,7 @@ def acceptance_from_mapping(doc: Doc, path: KeyPath, value: Any) -> Acceptance:
         rates = [_number(doc, (*path, kind, str(i)), x, positive=False, lo=0.0, hi=1.0)
                  for i, x in enumerate(seq)]
         if kind == "marginal":
-            if any(b > a + 1e-9 for a, b in zip(rates, rates[1:])):
+            if any(b > a + 1e-9 for a, b in itertools.pairwise(rates)):
                 raise doc.error((*path, kind), "marginal acceptance must not increase with position")
             return Acceptance.from_marginal(rates, src or "stated per-position (marginal)")
         return Acceptance(tuple(rates), src or "stated per-position (conditional)")
@@ -407,8 +408,9 @@ def deployment_from_doc(doc: Doc) -> Deployment:
     gpu: GPU = _resolve(doc, ("gpu",), v["gpu"], load_gpu, gpu_from_mapping)
     if "achievable" in v:
         ach = _check_keys(doc, ("achievable",), v["achievable"], ("bandwidth_fraction", "flops_fraction"))
-        gpu = replace(gpu, **{k: _number(doc, ("achievable", k), x, lo=0.01, hi=1.0)
-                              for k, x in ach.items()})
+        fractions = {k: _number(doc, ("achievable", k), x, lo=0.01, hi=1.0) for k, x in ach.items()}
+        gpu = replace(gpu, bandwidth_fraction=fractions.get("bandwidth_fraction", gpu.bandwidth_fraction),
+                      flops_fraction=fractions.get("flops_fraction", gpu.flops_fraction))
     model: Model = _resolve(doc, ("model",), v["model"], load_model, model_from_mapping)
     drafter: Drafter = _resolve(doc, ("drafter",), v["drafter"], load_drafter, drafter_from_mapping)
 

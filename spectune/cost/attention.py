@@ -23,7 +23,8 @@ from spectune.hardware import dtype_bytes
 from spectune.model import Attention, Model
 
 
-def mla_pair_constants(n_heads: float, d_c: int, d_r: int, b_kv: float, b_q: float) -> tuple[float, float, float]:
+def mla_pair_constants(n_heads: float, d_c: int, d_r: int, b_kv: float,
+                       b_q: float) -> tuple[float, float, float]:
     """Seed 000 appendix, MLA in its absorbed (MQA) form: ``(f, m_c, m_q)`` =
     (FLOP per query-context pair, bytes per context token, bytes per query token)."""
     f = 2.0 * n_heads * (2 * d_c + d_r)
