@@ -76,7 +76,8 @@ def parse_yaml(text: str, file: str) -> Doc:
     """Parse YAML text, keeping the line of each key. Syntax errors become InputError."""
     import yaml
 
-    loader = yaml.SafeLoader(text)
+    # libyaml's C parser when the wheel has it: 5-10x faster on large config.json blocks.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
@@ -156,8 +157,9 @@ def _index(kind: str) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for f in sorted(folder.glob("*.yaml")):
         out[f.stem.lower()] = f
+    safe = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     for f in sorted(folder.glob("*.yaml")):
-        head = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+        head = yaml.load(f.read_text(encoding="utf-8"), Loader=safe) or {}
         for alias in head.get("aliases") or []:
             out.setdefault(str(alias).lower(), f)
         if head.get("name"):
