@@ -8,26 +8,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from builders import DATA, profile
 
 from spectune.errors import InputError
 from spectune.profiles import deployment_from_doc, parse_yaml
-
-DATA = Path(__file__).parent / "data"
-
-GPU = {"name": "Test GPU", "memory_gb": 80, "hbm_bandwidth_tbps": 3.35,
-       "peak_tflops": {"bf16": 989, "fp8": 1979}, "link_bandwidth_gbps": 450, "link_latency_us": 10}
-ENGINE = {"name": "vllm", "pass_overhead_us": 300, "layer_overhead_us": 5,
-          "draft_pass_overhead_us": 150, "verify_token_cost_us": 1}
-
-
-def profile(**over: object) -> dict:
-    cfg = json.loads((DATA / "Llama-3.1-8B.json").read_text())
-    base = {"name": "t", "gpu": GPU, "model": {"name": "Llama-3.1-8B", "hf_config": cfg},
-            "drafter": {"kind": "ngram"}, "engine": ENGINE,
-            "workload": {"batch_sizes": [1, 8], "context_lengths": [1024]},
-            "acceptance": {"alpha": 0.7}}
-    base.update(over)
-    return base
 
 
 def load(data: dict, name: str = "p.yaml"):

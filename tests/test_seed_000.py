@@ -44,14 +44,14 @@ SEED_MLA_TABLE = {
 
 @pytest.mark.parametrize("S", sorted(SEED_MLA_TABLE))
 def test_mla_intensity_table(S: int) -> None:
-    for T, printed in zip((1, 2, 4, 8), SEED_MLA_TABLE[S]):
+    for T, printed in zip((1, 2, 4, 8), SEED_MLA_TABLE[S], strict=True):
         assert round(mla_intensity(T, S)) == pytest.approx(printed, abs=1)
 
 
 def test_mla_bold_cells_are_exactly_the_compute_bound_ones(seed_b200) -> None:
     ridge = seed_b200.ridge("bf16")
     assert round(ridge) == 281
-    for S, row in SEED_MLA_TABLE.items():
+    for S in SEED_MLA_TABLE:
         assert mla_intensity(1, S) < ridge  # decode is memory-bound at every S
         assert all(mla_intensity(T, S) > ridge for T in (2, 4, 8))  # any speculation: compute
 
