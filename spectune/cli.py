@@ -172,30 +172,36 @@ def common_options(fn: F) -> F:
 
 @cli.command()
 @common_options
-@click.option("--batch", type=click.IntRange(min=1), required=True, help="Sequences in the step (B).")
+@click.option("--batch", "batches", type=click.IntRange(min=1), required=True, multiple=True,
+              help="Sequences in the step (B). Repeat to compare batch sizes side by side.")
 @click.option("--tokens", type=click.IntRange(min=1), default=1, show_default=True,
               help="New tokens per sequence (T = gamma + 1 for a verify).")
 @click.option("--context", type=click.IntRange(min=0), required=True, help="Tokens in each KV cache (S).")
 @click.option("--peak", is_flag=True, help="Use peak rates instead of achievable fractions.")
 @output_option()
 def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None,
-         ep: int | None, dp: int | None, engine: str | None, batch: int, tokens: int,
-         context: int, peak: bool, fmt: str) -> None:
+         ep: int | None, dp: int | None, engine: str | None, batches: tuple[int, ...],
+         tokens: int, context: int, peak: bool, fmt: str) -> None:
     """Cost of one forward pass per GPU, by component.
 
     Shows FLOPs, bytes, time, arithmetic intensity, which roofline bound applies and the
     marginal cost r of one more verified token for each component: why gamma* moves.
+    With several --batch values, a sweep: each component's share of the step and its r
+    per batch size.
     """
     from spectune.cost import marginal_cost, step_cost
-    from spectune.documents import step_cost_doc
+    from spectune.documents import step_cost_doc, sweep_doc
 
     _, g, m, par, eng = _setup(profile, gpu, model, tp, ep, dp, engine)
-    c = step_cost(m, g, par, eng, batch, tokens, context, achieved=not peak)
-    r = marginal_cost(m, g, par, eng, batch, tokens, context, achieved=not peak)
-    inputs = {"gpu": g.name, "model": m.name, "batch": batch, "tokens": tokens,
-              "context": context, "parallelism": {"tp": par.tp, "ep": par.ep, "dp": par.dp},
-              "engine": eng.name if eng else None, "achieved": not peak}
-    emit(step_cost_doc(c, r, inputs), fmt)
+    docs = []
+    for batch in batches:
+        c = step_cost(m, g, par, eng, batch, tokens, context, achieved=not peak)
+        r = marginal_cost(m, g, par, eng, batch, tokens, context, achieved=not peak)
+        inputs = {"gpu": g.name, "model": m.name, "batch": batch, "tokens": tokens,
+                  "context": context, "parallelism": {"tp": par.tp, "ep": par.ep, "dp": par.dp},
+                  "engine": eng.name if eng else None, "achieved": not peak}
+        docs.append(step_cost_doc(c, r, inputs))
+    emit(docs[0] if len(docs) == 1 else sweep_doc(docs), fmt)
 
 
 # --------------------------------------------------------------------------- speedup

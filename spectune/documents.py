@@ -109,3 +109,9 @@ def step_cost_doc(cost: StepCost, marginal: dict[str, Any], inputs: dict[str, An
         comp["share"] = sig(float(c.seconds) / total if total else 0.0, 4)
     return envelope("StepCost", {**inputs, "components": comps, "total_seconds": sig(total),
                                  "marginal_cost": sig(marginal.get("total", 0.0), 4)})
+
+
+def sweep_doc(steps: list[Document]) -> Document:
+    """Kind ``StepCostSweep``: the same pass at several batch sizes."""
+    return envelope("StepCostSweep", {"steps": [{k: v for k, v in d.items()
+                                                  if k not in ("apiVersion", "kind")} for d in steps]})

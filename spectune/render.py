@@ -146,3 +146,23 @@ def _speedup_table(doc: Document, fmt: str) -> str:
 def _profile_list_table(doc: Document, fmt: str) -> str:
     rows = [[p["kind"], p["name"], p["description"]] for p in doc["profiles"]]
     return grid(rows, ["kind", "name", "description"], fmt)
+
+
+@table_for("StepCostSweep")
+def _sweep_table(doc: Document, fmt: str) -> str:
+    steps = doc["steps"]
+    names: list[str] = []
+    for st in steps:
+        names += [c["name"] for c in st["components"] if c["name"] not in names]
+    rows = []
+    for st in steps:
+        by = {c["name"]: c for c in st["components"]}
+        row: list[Any] = [st["batch"], _ms(st["total_seconds"]), f"{st['marginal_cost']:.2f}"]
+        for n in names:
+            c = by.get(n)
+            row.append(f"{c['share'] * 100:.0f}% r={c['marginal_cost']:.2f}" if c else "")
+        rows.append(row)
+    first = steps[0]
+    head = (f"{first['model']} on {first['gpu']}: {first['tokens']} tokens per sequence at context "
+            f"{first['context']:,}, per GPU per pass; each cell: share of the step, marginal cost r\n\n")
+    return head + grid(rows, ["batch", "step", "r", *names], fmt)

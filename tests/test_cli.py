@@ -123,3 +123,17 @@ def test_bad_key_exit_2_names_file_line_key(runner: CliRunner, tmp_path: Path) -
 def test_bad_option_value_exit_2(runner: CliRunner, prof: Path) -> None:
     res = runner.invoke(cli, ["recommend", str(prof), "--alpha", "1.5"])
     assert res.exit_code == 2
+
+
+def test_cost_sweep_over_batches(runner: CliRunner, prof: Path) -> None:
+    res = runner.invoke(cli, ["cost", "--profile", str(prof), "--batch", "1", "--batch", "512",
+                              "--tokens", "4", "--context", "1024", "-o", "json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["kind"] == "StepCostSweep" and [s["batch"] for s in doc["steps"]] == [1, 512]
+    r = {s["batch"]: {c["name"]: c["marginal_cost"] for c in s["components"]} for s in doc["steps"]}
+    # weights are streamed once per pass: a verify token is free at batch 1, not at 512 x 4
+    assert r[1]["dense-ffn"] < 0.05 and r[512]["dense-ffn"] > 0.95
+    table = runner.invoke(cli, ["cost", "--profile", str(prof), "--batch", "1", "--batch", "512",
+                                "--context", "1024"]).stdout
+    assert "r=" in table and "dense-ffn" in table
