@@ -1,0 +1,74 @@
+"""Every shipped profile loads, cites its sources, and the examples run."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from spectune.profiles import (builtin_names, examples_dir, load_deployment, load_drafter,
+                               load_engine, load_gpu, load_model, profiles_dir)
+from spectune.recommend import recommend
+
+
+@pytest.mark.parametrize("name", builtin_names("gpus"))
+def test_gpu_profiles(name: str) -> None:
+    g = load_gpu(name)
+    assert g.peak_flops["bf16"] > 1e14 and g.hbm_bandwidth > 5e11
+    assert 0 < g.bandwidth_fraction <= 1 and 0 < g.flops_fraction <= 1
+    if "fp8" in g.peak_flops:  # dense fp8 is twice dense bf16 on every listed part
+        assert g.peak_flops["fp8"] == pytest.approx(2 * g.peak_flops["bf16"], rel=0.1)
+
+
+@pytest.mark.parametrize("kind", ["gpus", "models", "drafters", "engines"])
+def test_every_number_cites_a_source(kind: str) -> None:
+    """Each numeric line of a GPU/engine profile carries a comment; model and drafter files
+    name the config.json they copy (repository and commit) in their header."""
+    for f in sorted((profiles_dir() / kind).glob("*.yaml")):
+        text = f.read_text()
+        if kind in ("gpus", "engines"):
+            for line in text.splitlines():
+                m = re.match(r"\s*([a-z0-9_]+):\s*([0-9.]+)\s*(#.*)?$", line)
+                if m and m.group(1) not in ("version",):
+                    assert m.group(3), f"{f.name}: {line.strip()!r} has no source comment"
+        elif f.stem != "ngram":
+            assert re.search(r"@ ?[0-9a-f]{7,40}", text), f"{f.name}: no source commit cited"
+
+
+@pytest.mark.parametrize("name", builtin_names("models"))
+def test_model_profiles(name: str) -> None:
+    m = load_model(name)
+    assert m.n_layers > 0 and m.total_params() > 1e8
+
+
+@pytest.mark.parametrize("name", builtin_names("drafters"))
+def test_drafter_profiles(name: str) -> None:
+    d = load_drafter(name)
+    assert d.kind in ("eagle3", "eagle", "mtp", "draft_model", "ngram")
+
+
+@pytest.mark.parametrize("name", builtin_names("engines"))
+def test_engine_profiles(name: str) -> None:
+    e = load_engine(name)
+    assert 0 < e.pass_overhead < 0.01 and e.draft_pass_overhead >= 0
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in examples_dir().glob("*.yaml")))
+def test_examples_recommend(example: str) -> None:
+    rec = recommend(load_deployment(str(examples_dir() / example)))
+    assert rec.gamma_star.shape == (len(rec.grid.batch), len(rec.grid.context))
+    assert (rec.speedup_star >= 1.0).all()
+
+
+def test_alias_lookup_and_suggestion() -> None:
+    assert load_gpu("H100").key == "h100-sxm"
+    from spectune.errors import InputError
+
+    with pytest.raises(InputError, match="did you mean"):
+        load_model("llama-3.1-7b")
+
+
+def test_examples_dir_is_the_repo_examples() -> None:
+    assert (examples_dir() / "deepseek-v4-flash-b200-mtp.yaml").is_file()
+    assert Path(examples_dir()).name in ("examples", "_examples")
