@@ -328,6 +328,127 @@ def profiles_show(name: str, kind: str | None) -> None:
     raise InputError(f"no built-in profile named {name!r} (see: spectune profiles list)")
 
 
+# --------------------------------------------------------------------------- emit
+def _batch_mix(values: tuple[str, ...]) -> dict[int, float] | None:
+    mix: dict[int, float] = {}
+    for v in values:
+        b, sep, w = v.partition(":")
+        try:
+            if not sep:
+                raise ValueError
+            mix[int(b)] = float(w)
+        except ValueError:
+            raise InputError(f"--batch-mix expects BATCH:WEIGHT (e.g. 32:0.5), got {v!r}") from None
+        if mix[int(b)] < 0 or int(b) < 1:
+            raise InputError(f"--batch-mix {v!r}: batch must be >= 1 and weight >= 0")
+    return mix or None
+
+
+@cli.command("emit")
+@click.argument("profile")
+@click.argument("kind", type=click.Choice(["vllm", "vllm-yaml", "vllm-python", "sglang",
+                                           "sglang-adaptive-config"]))
+@click.option("--batch-mix", "batch_mix", multiple=True, metavar="BATCH:WEIGHT",
+              help="Observed share of time at a batch size (repeatable); picks the static gamma "
+                   "when one must serve every batch size (vLLM with dp > 1, SGLang without "
+                   "adaptive speculation). Default: the profile's operating points, equally.")
+@click.option("--adaptive-config-path", default="spectune-sglang-adaptive.json", show_default=True,
+              help="With sglang: the file name --speculative-adaptive-config points at.")
+def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], adaptive_config_path: str) -> None:
+    """Print the serving-engine settings for PROFILE's recommendation, and nothing else.
+
+    \b
+    KIND:
+      vllm                    JSON for --speculative-config
+      vllm-yaml               a `vllm serve --config` YAML file
+      vllm-python             speculative_config = {...} for vllm.LLM(...)
+      sglang                  --speculative-* flags for python -m sglang.launch_server
+      sglang-adaptive-config  the JSON file --speculative-adaptive-config reads
+
+    Notes (why a static K, speculation off, ...) go to stderr, so the output can go
+    straight into $(...) or a file:
+
+    \b
+      vllm serve MODEL --speculative-config "$(spectune emit PROFILE vllm)"
+    """
+    from spectune.emit import build_snippet
+    from spectune.emit.plan import make_plan
+    from spectune.emit.sglang import render_args, sglang_settings
+    from spectune.profiles import load_deployment
+    from spectune.recommend import recommend as run
+
+    rec = run(load_deployment(profile))
+    plan = make_plan(rec, _batch_mix(batch_mix))
+    if kind == "sglang":
+        settings = sglang_settings(rec, plan=plan, adaptive_path=adaptive_config_path)
+        notes, text = settings.notes, render_args(settings)
+    else:
+        snip = build_snippet(rec, kind, plan=plan)
+        notes, text = snip.notes, snip.text
+    for note in [*rec.notes, *notes]:
+        click.echo(f"spectune: note: {note}", err=True)
+    click.echo(text, nl=False)
+
+
+# --------------------------------------------------------------------------- check
+@cli.command("check")
+@click.argument("serving_config", metavar="SERVING_CONFIG")
+@click.option("--profile", required=True,
+              help="Deployment profile the configuration serves (file, '-' or shipped example).")
+@click.option("--tolerance", type=click.FloatRange(0, 1), default=0.03, show_default=True,
+              help="Largest acceptable shortfall from the recommended speedup at any point.")
+@output_option()
+def check_command(serving_config: str, profile: str, tolerance: float, fmt: str) -> None:
+    """Gate a deployed serving configuration against PROFILE's recommendation (for CI).
+
+    SERVING_CONFIG is a `vllm serve --config` YAML file, a text file or shell script with a
+    `vllm serve ...` / `python -m vllm.entrypoints.openai.api_server ...` /
+    `python -m sglang.launch_server ...` command, or a Kubernetes manifest whose container
+    command/args run one. Its speculation is predicted at every operating point of the
+    profile, without speculation and at the recommendation.
+
+    \b
+    Exit codes: 0 within --tolerance of the recommended speedup everywhere;
+    1 more than that left on the table somewhere, or speculation slows a point down;
+    2 bad input (unparseable file, no engine command, bad profile).
+    -o markdown writes a report for a pull request (verdict, per-point table, fix).
+    """
+    from spectune.check import check, read_serving_config
+    from spectune.profiles import load_deployment
+
+    conf = read_serving_config(serving_config)
+    dep = load_deployment(profile)
+    result = check(conf, dep, tolerance)
+    for w in result.warnings:
+        click.echo(f"spectune: warning: {w}", err=True)
+    emit(result.document, fmt)
+    if result.exit_code:
+        click.echo(f"spectune: check failed: {result.document['summary']}", err=True)
+        sys.exit(result.exit_code)
+
+
+# --------------------------------------------------------------------------- schema
+@cli.command("schema")
+@click.argument("kind", required=False)
+def schema_command(kind: str | None) -> None:
+    """Print the JSON Schema (draft 2020-12) of a document KIND; without KIND, list kinds.
+
+    Every -o yaml|json output is a versioned envelope (apiVersion: spectune/v1, kind: ...)
+    documented in docs/schema.md.
+    """
+    import json
+
+    from spectune.schema import kinds, schema_for
+
+    if kind is None:
+        table = kinds()
+        width = max(len(k) for k in table)
+        for k, where in table.items():
+            click.echo(f"{k:<{width}}  {where}")
+        return
+    click.echo(json.dumps(schema_for(kind), indent=2))
+
+
 def main() -> None:
     cli(prog_name="spectune")
 

@@ -48,7 +48,8 @@ class Engine:
     launch and tail latency of ~10 small kernels that no bandwidth term covers).
     ``draft_pass_overhead``: fixed cost of one drafter pass. ``verify_token_cost``:
     per verified token on the speculative path (rejection sampling, tree/causal masks,
-    draft bookkeeping).
+    draft bookkeeping). ``spec_step_overhead``: fixed cost of a speculative step over a
+    plain one (proposer bookkeeping, extra sampler launches), paid once per verify.
     """
 
     name: str
@@ -56,6 +57,7 @@ class Engine:
     layer_overhead: float
     draft_pass_overhead: float
     verify_token_cost: float
+    spec_step_overhead: float = 0.0
     version: str = ""
     source: str = ""
 

@@ -225,7 +225,7 @@ def load_gpu(name: str, doc: Doc | None = None, path: KeyPath = ()) -> GPU:
 
 
 ENGINE_KEYS = ("name", "aliases", "version", "pass_overhead_us", "layer_overhead_us",
-               "draft_pass_overhead_us", "verify_token_cost_us", "base")
+               "draft_pass_overhead_us", "verify_token_cost_us", "spec_step_overhead_us", "base")
 
 
 def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None = None) -> Engine:
@@ -248,6 +248,7 @@ def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None
         layer_overhead=us("layer_overhead_us", b.layer_overhead),
         draft_pass_overhead=us("draft_pass_overhead_us", b.draft_pass_overhead),
         verify_token_cost=us("verify_token_cost_us", b.verify_token_cost),
+        spec_step_overhead=us("spec_step_overhead_us", b.spec_step_overhead),
         version=str(v.get("version") or b.version),
         source=doc.file,
     )

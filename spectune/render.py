@@ -166,3 +166,61 @@ def _sweep_table(doc: Document, fmt: str) -> str:
     head = (f"{first['model']} on {first['gpu']}: {first['tokens']} tokens per sequence at context "
             f"{first['context']:,}, per GPU per pass; each cell: share of the step, marginal cost r\n\n")
     return head + grid(rows, ["batch", "step", "r", *names], fmt)
+
+
+@table_for("CheckReport")
+def _check_table(doc: Document, fmt: str) -> str:
+    """The `spectune check` verdict, per-point table and fix (markdown: a PR comment)."""
+    cfg = doc["config"]
+    md = fmt == "markdown"
+
+    def gamma(g: int) -> str:
+        return str(g) if g else "0 (off)"
+
+    rows = []
+    for p in doc["points"]:
+        mark = "ok" if p["ok"] else ("SLOWER" if p["slows_down"] else "FAIL")
+        rows.append([p["batch"], f"{p['context']:,}", gamma(p["configured_gamma"]),
+                     f"{p['configured_speedup']:.2f}x", gamma(p["recommended_gamma"]),
+                     f"{p['recommended_speedup']:.2f}x", f"{max(p['shortfall'], 0.0) * 100:.1f}%", mark])
+    headers = ["batch", "context", "configured γ", "speedup", "recommended γ*", "speedup",
+               "shortfall", ""]
+    verdict = "PASS" if doc["verdict"] == "pass" else "FAIL"
+    if cfg["speculate"]:
+        sched = cfg["schedule"] if cfg["schedule_active"] else None
+        what = (f"{cfg['method']}, " + (f"schedule {sched}" if sched
+                                         else f"γ = {cfg['num_speculative_tokens']}"))
+    else:
+        what = "speculation off"
+    prof = doc["profile"]
+    where = f"{cfg['file']}" + (f":{cfg['line']}" if cfg.get("line") else "")
+    lines: list[str] = []
+    if md:
+        lines += [f"### spectune check: **{verdict}** — `{where}`", "",
+                  f"{doc['summary']} (tolerance {doc['tolerance'] * 100:g}%).", "",
+                  f"Configured ({cfg['engine']}, {cfg['format']}): {what}. Profile: "
+                  f"`{prof['name']}` ({prof['model']}, drafter {prof['drafter']['name']} "
+                  f"[{prof['drafter']['kind']}]).", ""]
+    else:
+        lines += [f"spectune check: {verdict}  {where}", doc["summary"],
+                  f"configured ({cfg['engine']}, {cfg['format']}): {what}; profile {prof['name']}", ""]
+    text = "\n".join(lines) + "\n" if lines else ""
+    text += grid(rows, headers, fmt)
+    tail: list[str] = []
+    if doc["warnings"]:
+        tail += ["", "**Warnings**" if md else "warnings:"]
+        tail += [f"- {w}" for w in doc["warnings"]]
+    fix = doc.get("fix")
+    if fix:
+        tail += ["", "**Fix** (the recommended settings):" if md else "fix (the recommended settings):"]
+        lang = "yaml" if fix["format"] == "vllm-config-file" else "shell"
+        tail += ([f"```{lang}", fix["snippet"].rstrip("\n"), "```"] if md
+                 else ["  " + ln for ln in fix["snippet"].rstrip("\n").splitlines()])
+        if fix.get("adaptive_config"):
+            tail += (["", "and the adaptive config file:", "```json",
+                      fix["adaptive_config"].rstrip("\n"), "```"] if md
+                     else ["  adaptive config:"] + ["  " + ln for ln in
+                                                    fix["adaptive_config"].rstrip("\n").splitlines()])
+    if doc["notes"]:
+        tail += ["", "Notes:" if md else "notes:"] + [f"- {n}" for n in doc["notes"]]
+    return text + ("\n".join(tail) + "\n" if tail else "")

@@ -86,7 +86,8 @@ def overhead_seconds(model: Model, engine: Engine, par: Parallelism, B: Array, T
     """Engine time outside the kernels' rooflines for one pass (seconds)."""
     per_pass = engine.pass_overhead if role == "target" else engine.draft_pass_overhead
     base = per_pass + engine.layer_overhead * model.n_layers
-    verify = np.where(speculative, engine.verify_token_cost * np.asarray(B, float) / par.dp * T, 0.0)
+    verify = np.where(speculative, engine.spec_step_overhead
+                      + engine.verify_token_cost * np.asarray(B, float) / par.dp * T, 0.0)
     return base + verify if role == "target" else base + 0.0 * verify
 
 

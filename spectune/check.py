@@ -1,0 +1,872 @@
+"""``spectune check``: is a deployed serving configuration's speculation what the profile
+recommends?
+
+Reads the configuration as deployed -- a ``vllm serve --config`` YAML file, a vLLM or
+SGLang command line (a text file or shell script), or a Kubernetes manifest whose
+container command/args hold one -- extracts the configured speculation and predicts the
+throughput speedup at every operating point of the profile with it, without it and at the
+recommendation. The gate passes when the configuration is within ``tolerance`` of the
+recommendation's speedup at every point and speculation slows no point down.
+
+How each engine reads its configuration is taken from its own source (see
+:mod:`spectune.emit.vllm` and :mod:`spectune.emit.sglang` for the citations): vLLM's
+schedule semantics (gaps inherit the previous K, the tail the last K, all clamped to
+``num_speculative_tokens``; ignored when ``data_parallel_size > 1``), its method
+inference from the draft model's name, ``-sc`` / dotted ``--speculative-config.KEY``
+forms and ``--spec-method`` / ``--spec-model`` / ``--spec-tokens``; SGLang's triple,
+NEXTN = EAGLE, and its adaptive config (largest key <= batch size, one slot's initial
+steps = ``--speculative-num-steps`` when it is a candidate, else the middle candidate).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spectune import __version__
+from spectune.deployment import Deployment
+from spectune.emit.plan import Range, lookup
+from spectune.errors import InputError
+from spectune.recommend import Recommendation, recommend
+from spectune.render import Document, envelope
+
+DEFAULT_TOLERANCE = 0.03
+
+# SGLang's DEFAULT_ADAPTIVE_CONFIG (python/sglang/srt/speculative/adaptive_spec_params.py,
+# sglang 0.5.23): used when --speculative-adaptive is given without a config file.
+SGLANG_DEFAULT_ADAPTIVE = {"1": [1, 3, 5, 7], "8": [0, 1, 3], "32": [0, 1], "64": [0]}
+
+# vLLM's deprecated MTP method names, all mapped to "mtp" (vllm/config/speculative.py).
+_VLLM_MTP_ALIASES = ("deepseek_mtp", "mimo_mtp", "glm4_moe_mtp", "ernie_mtp", "qwen3_next_mtp",
+                     "longcat_flash_mtp", "pangu_ultra_moe_mtp")
+
+
+@dataclass
+class Configured:
+    """The speculation a serving configuration sets up, as the engine would read it."""
+
+    engine: str  # "vllm" or "sglang"
+    form: str  # "vllm-config-file", "command-line" or "kubernetes"
+    file: str
+    line: int | None = None
+    method: str | None = None  # the engine's own name; None = speculation off
+    model: str | None = None  # drafter weights as configured
+    gamma: int = 0  # vLLM num_speculative_tokens / SGLang draft steps
+    schedule: list[Range] | None = None  # per-batch-size ranges, as configured
+    schedule_active: bool = False  # False when the engine ignores the schedule
+    data_parallel: int = 1
+    sglang: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def speculate(self) -> bool:
+        return self.method is not None and (self.gamma > 0 or self.schedule_active)
+
+    def gamma_at(self, batch: int) -> int:
+        """Draft length the engine runs at ``batch`` concurrent sequences."""
+        if not self.speculate:
+            return 0
+        if self.schedule and self.schedule_active:
+            return lookup(self.schedule, batch, self.gamma if self.engine == "vllm" else None)
+        return self.gamma
+
+    def max_gamma(self, batches: Sequence[int]) -> int:
+        return max((self.gamma_at(int(b)) for b in batches), default=0)
+
+
+# --------------------------------------------------------------------------- reading files
+def read_serving_config(path: str) -> Configured:
+    """Parse a serving configuration file; InputError (exit 2) names the file and line."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"no such file: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
+    if p.suffix.lower() in (".yaml", ".yml", ".json"):
+        return _from_yaml(text, path)
+    return _from_shell(text, path, p.parent)
+
+
+def _yaml_docs(text: str, file: str) -> list[tuple[Any, yaml.Node]]:
+    loader = yaml.SafeLoader(text)
+    docs = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            docs.append((loader.construct_document(node), node))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(f"not valid YAML: {problem}", file, mark.line + 1 if mark else None) from None
+    finally:
+        loader.dispose()
+    return [(d, n) for d, n in docs if d is not None]
+
+
+def _child(node: yaml.Node | None, key: str | int) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if k.value == key:
+                return v
+    elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+        return node.value[key]
+    return None
+
+
+def _line(node: yaml.Node | None) -> int | None:
+    return node.start_mark.line + 1 if node is not None else None
+
+
+def _from_yaml(text: str, file: str) -> Configured:
+    docs = _yaml_docs(text, file)
+    if not docs:
+        raise InputError("empty file: expected a `vllm serve --config` YAML file or a Kubernetes "
+                         "manifest", file, 1)
+    if any(isinstance(d, dict) and "apiVersion" in d and "kind" in d for d, _ in docs):
+        return _from_kubernetes(docs, file)
+    if len(docs) > 1 or not isinstance(docs[0][0], dict):
+        raise InputError("expected a `vllm serve --config` YAML mapping (option: value) or a "
+                         "Kubernetes manifest (apiVersion, kind)", file, _line(docs[0][1]))
+    data, node = docs[0]
+    conf = Configured("vllm", "vllm-config-file", file, 1)
+    _vllm_apply(conf, _vllm_file_options(data, file, node), [], file)
+    return conf
+
+
+# --------------------------------------------------------------------------- shell text
+_OPERATORS = {";", "&", "&&", "|", "||", "\n", "(", ")", ";;", "|&"}
+_REDIRECTS = {"<", ">", ">>", "<<", "<>", ">&", "<&", "&>", ">|", "&>>"}
+
+
+@dataclass
+class _Command:
+    engine: str
+    args: list[str]
+    line: int
+
+
+def _unclosed_quote_line(text: str) -> int:
+    quote = None
+    start = 0
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote is None:
+            if c == "\\":
+                i += 2
+                continue
+            if c == "#" and (i == 0 or text[i - 1] in " \t\n"):
+                nl = text.find("\n", i)
+                i = len(text) if nl < 0 else nl
+                continue
+            if c in "'\"":
+                quote, start = c, i
+        elif c == quote:
+            quote = None
+        elif c == "\\" and quote == '"':
+            i += 1
+        i += 1
+    return text.count("\n", 0, start) + 1
+
+
+def _strip_comments(text: str) -> str:
+    """Blank out shell comments (``#`` starting a word, outside quotes) keeping every offset
+    and newline, so that a comment still ends its command."""
+    out = list(text)
+    quote = None
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote is None:
+            if c == "\\":
+                i += 2
+                continue
+            if c == "#" and (i == 0 or text[i - 1] in " \t\n;&|("):
+                nl = text.find("\n", i)
+                end = len(text) if nl < 0 else nl
+                out[i:end] = " " * (end - i)
+                i = end
+                continue
+            if c in "'\"":
+                quote = c
+        elif c == quote:
+            quote = None
+        elif c == "\\" and quote == '"':
+            i += 1
+        i += 1
+    return "".join(out)
+
+
+def _shell_commands(text: str, file: str) -> Iterator[tuple[list[str], int]]:
+    """Simple commands of a shell text (words, line of the first word); line continuations
+    joined, quotes handled by :mod:`shlex`, comments dropped, operators split commands."""
+    flat = text.replace("\\\r\n", "   ").replace("\\\n", "  ")  # same length: offsets = lines
+    lex = shlex.shlex(_strip_comments(flat), posix=True, punctuation_chars=";&|()<>\n")
+    lex.whitespace = " \t\r"
+    lex.commenters = ""
+    lex.whitespace_split = False
+    words: list[str] = []
+    first_line = 1
+    skip_next = False
+    try:
+        while True:
+            tok = lex.get_token()
+            if tok is None or tok == lex.eof:
+                break
+            stream = lex.instream
+            pos = stream.tell() if hasattr(stream, "tell") else 0
+            line = text.count("\n", 0, max(0, pos - 1)) + 1
+            if tok in _OPERATORS:
+                if words:
+                    yield words, first_line
+                words = []
+                continue
+            if tok in _REDIRECTS:
+                if words and words[-1].isdigit():
+                    words.pop()
+                skip_next = True
+                continue
+            if skip_next:
+                skip_next = False
+                continue
+            if not words:
+                first_line = line - tok.count("\n")
+            words.append(tok)
+    except ValueError as exc:
+        raise InputError(f"cannot parse the shell text: {exc}", file, _unclosed_quote_line(text)) from None
+    if words:
+        yield words, first_line
+
+
+def _engine_command(words: list[str]) -> tuple[str, list[str]] | None:
+    """(engine, arguments) when ``words`` launch vLLM or SGLang, else None."""
+    for i, w in enumerate(words):
+        base = w.rsplit("/", 1)[-1]
+        nxt = words[i + 1] if i + 1 < len(words) else ""
+        if base == "vllm" and nxt == "serve":
+            return "vllm", words[i + 2:]
+        if base == "sglang" and nxt == "serve":
+            return "sglang", words[i + 2:]
+        if base.startswith("python") and nxt == "-m" and i + 2 < len(words):
+            mod = words[i + 2]
+            if mod.startswith("vllm.entrypoints"):
+                return "vllm", words[i + 3:]
+            if mod in ("sglang.launch_server", "sglang.srt.server"):
+                return "sglang", words[i + 3:]
+    return None
+
+
+def _find_commands(text: str, file: str, base_line: int = 0) -> list[_Command]:
+    out = []
+    for words, line in _shell_commands(text, file):
+        found = _engine_command(words)
+        if found:
+            out.append(_Command(found[0], found[1], base_line + line))
+            continue
+        # sh -c '...' / bash -lc "..." nest a script
+        for i, w in enumerate(words[:-1]):
+            if w.rsplit("/", 1)[-1] in ("sh", "bash", "dash", "zsh") and re.fullmatch(r"-\w*c\w*", words[i + 1]):
+                if i + 2 < len(words):
+                    out += _find_commands(words[i + 2], file, base_line + line - 1)
+                break
+    return out
+
+
+def _from_shell(text: str, file: str, folder: Path) -> Configured:
+    cmds = _find_commands(text, file)
+    if not cmds:
+        raise InputError("no vLLM or SGLang command found (expected `vllm serve ...`, `python -m "
+                         "vllm.entrypoints.openai.api_server ...` or `python -m sglang.launch_server "
+                         "...`)", file)
+    conf = _from_command(cmds[0], "command-line", file, folder)
+    if len(cmds) > 1:
+        conf.warnings.append(f"{len(cmds)} engine commands found; checked the first (line {cmds[0].line})")
+    return conf
+
+
+def _from_command(cmd: _Command, form: str, file: str, folder: Path) -> Configured:
+    conf = Configured(cmd.engine, form, file, cmd.line)
+    if cmd.engine == "vllm":
+        _vllm_from_args(conf, cmd.args, folder)
+    else:
+        _sglang_from_args(conf, cmd.args, folder)
+    return conf
+
+
+# --------------------------------------------------------------------------- Kubernetes
+def _containers(data: Any, node: yaml.Node | None) -> Iterator[tuple[dict[str, Any], yaml.Node | None]]:
+    """Every container of a manifest (Deployment, StatefulSet, Pod, Job, LeaderWorkerSet, List...)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            sub = _child(node, key)
+            if key in ("containers", "initContainers") and isinstance(value, list):
+                if key == "containers":
+                    for i, c in enumerate(value):
+                        if isinstance(c, dict):
+                            yield c, _child(sub, i)
+                continue
+            yield from _containers(value, sub)
+    elif isinstance(data, list):
+        for i, item in enumerate(data):
+            yield from _containers(item, _child(node, i))
+
+
+def _expand_env(words: list[str], env: dict[str, str]) -> list[str]:
+    """Kubernetes' $(VAR) expansion in command/args from literal env values."""
+    return [re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m.group(1), m.group(0)), w)
+            for w in words]
+
+
+def _from_kubernetes(docs: list[tuple[Any, yaml.Node]], file: str) -> Configured:
+    found: list[tuple[_Command, str]] = []
+    for data, node in docs:
+        for c, cnode in _containers(data, node):
+            name = str(c.get("name") or "?")
+            command = [str(x) for x in (c.get("command") or [])]
+            args = [str(x) for x in (c.get("args") or [])]
+            env = {str(e["name"]): str(e["value"]) for e in (c.get("env") or [])
+                   if isinstance(e, dict) and "name" in e and "value" in e}
+            words = _expand_env(command + args, env)
+            where = _child(cnode, "args") or _child(cnode, "command") or cnode
+            line = _line(where) or 1
+            if not command and "vllm" in str(c.get("image", "")):  # image entrypoint: vllm serve
+                found.append((_Command("vllm", words, line), name))
+                continue
+            hit = _engine_command(words)
+            if hit:
+                found.append((_Command(hit[0], hit[1], line), name))
+                continue
+            for i, w in enumerate(words[:-1]):
+                if w.rsplit("/", 1)[-1] in ("sh", "bash", "dash", "zsh") and re.fullmatch(r"-\w*c\w*", words[i + 1]):
+                    if i + 2 < len(words):
+                        k = i + 2
+                        item = (_child(_child(cnode, "command"), k) if k < len(command)
+                                else _child(_child(cnode, "args"), k - len(command)))
+                        base = line
+                        if isinstance(item, yaml.ScalarNode):  # block scalar text starts a line below
+                            base = item.start_mark.line + (1 if item.style in ("|", ">") else 0)
+                        found += [(cmd, name) for cmd in _find_commands(words[k], file, base)]
+                    break
+    if not found:
+        raise InputError("no container of this Kubernetes manifest runs vLLM or SGLang (looked for "
+                         "`vllm serve`, `python -m vllm.entrypoints...`, `python -m "
+                         "sglang.launch_server` in command/args, or args for a vllm image)", file)
+    cmd, name = found[0]
+    conf = _from_command(cmd, "kubernetes", file, Path(file).parent)
+    conf.warnings[:0] = [] if len(found) == 1 else [
+        f"{len(found)} engine containers found; checked {name!r} (line {cmd.line})"]
+    return conf
+
+
+# --------------------------------------------------------------------------- vLLM
+def _norm_opt(opt: str) -> str:
+    """vLLM's FlexibleArgumentParser: underscores and dashes are the same in option names."""
+    head, dot, rest = opt.partition(".")
+    return head.replace("_", "-") + dot + rest
+
+
+def _split_options(args: list[str]) -> Iterator[tuple[str | None, str | None]]:
+    """(option, value) pairs; (None, word) for a positional; value None for a flag."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("-") and len(a) > 1 and not re.fullmatch(r"-\d+(\.\d+)?", a):
+            if "=" in a and a.startswith("--"):
+                opt, val = a.split("=", 1)
+                yield opt, val
+                i += 1
+                continue
+            nxt = args[i + 1] if i + 1 < len(args) else None
+            if nxt is not None and not (nxt.startswith("-") and len(nxt) > 1
+                                        and not re.fullmatch(r"-\d+(\.\d+)?", nxt)):
+                yield a, nxt
+                i += 2
+            else:
+                yield a, None
+                i += 1
+        else:
+            yield None, a
+            i += 1
+
+
+def _json_value(raw: str, what: str, file: str, line: int | None) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{what} is not valid JSON ({exc.msg} at column {exc.colno}): {raw!r}",
+                         file, line) from None
+
+
+def _vllm_file_options(data: dict[str, Any], file: str, node: yaml.Node | None) -> list[tuple[str, Any, int | None]]:
+    """Options of a ``vllm serve --config`` file as (option, value, line), in file order."""
+    out = []
+    for key, value in data.items():
+        out.append(("--" + _norm_opt(str(key)), value, _line(_child(node, key))))
+    return out
+
+
+def _vllm_from_args(conf: Configured, args: list[str], folder: Path) -> None:
+    opts: list[tuple[str, Any, int | None]] = []
+    file_opts: list[tuple[str, Any, int | None]] = []
+    for opt, val in _split_options(args):
+        if opt is None:
+            continue
+        opt = _norm_opt(opt) if opt.startswith("--") else opt
+        if opt == "--config" and val is not None:
+            cfg_path = Path(val) if Path(val).is_absolute() else folder / val
+            try:
+                docs = _yaml_docs(cfg_path.read_text(encoding="utf-8"), str(cfg_path))
+            except OSError:
+                conf.warnings.append(f"cannot read the --config file {val} (looked at {cfg_path}); "
+                                     "checked the command line alone")
+                continue
+            if docs and isinstance(docs[0][0], dict):
+                file_opts = _vllm_file_options(docs[0][0], str(cfg_path), docs[0][1])
+            continue
+        opts.append((opt, val, conf.line))
+    _vllm_apply(conf, file_opts, opts, conf.file)
+
+
+def _vllm_apply(conf: Configured, file_opts: list[tuple[str, Any, int | None]],
+                cli_opts: list[tuple[str, Any, int | None]], file: str) -> None:
+    """Resolve vLLM's speculative settings: config file first, command line over it, dotted
+    ``--speculative-config.KEY`` values combined and applied last (as FlexibleArgumentParser
+    re-appends them), then ``--spec-method/--spec-model/--spec-tokens``."""
+    spec: Any = None
+    spec_line: int | None = conf.line
+    dotted: dict[str, Any] = {}
+    aliases: dict[str, Any] = {}
+    legacy: dict[str, Any] = {}
+    for opt, val, line in [*file_opts, *cli_opts]:
+        if opt in ("--speculative-config", "-sc"):
+            spec_line = line
+            if isinstance(val, dict) or val is None:
+                spec = val
+            elif str(val) in ("", "None"):
+                spec = None
+            else:
+                spec = _json_value(str(val), "--speculative-config", file, line)
+        elif opt.startswith("--speculative-config."):
+            key = opt.split(".", 1)[1]
+            try:
+                dotted[key] = json.loads(str(val)) if isinstance(val, str) else val
+            except json.JSONDecodeError:
+                dotted[key] = val
+            spec_line = line
+        elif opt in ("--spec-method", "--spec-model", "--spec-tokens"):
+            aliases[{"--spec-method": "method", "--spec-model": "model",
+                     "--spec-tokens": "num_speculative_tokens"}[opt]] = val
+        elif opt in ("--speculative-model", "--num-speculative-tokens"):
+            legacy[{"--speculative-model": "model", "--num-speculative-tokens": "num_speculative_tokens"}[opt]] = val
+        elif opt in ("--data-parallel-size", "-dp"):
+            conf.data_parallel = _int(val, opt, file, line)
+    if dotted:
+        spec = dotted
+    if spec is not None and not isinstance(spec, dict):
+        raise InputError(f"--speculative-config must be a JSON object, got {spec!r}", file, spec_line)
+    if aliases or legacy:
+        spec = dict(spec or {})
+        for key, val in {**legacy, **aliases}.items():
+            if key in spec and key in aliases:
+                raise InputError(f"--spec-{'tokens' if key == 'num_speculative_tokens' else key} and "
+                                 f"--speculative-config['{key}'] are mutually exclusive (vLLM refuses "
+                                 "both)", file, spec_line)
+            spec[key] = val
+    conf.line = spec_line
+    if not spec:
+        return
+    spec = {str(k).replace("-", "_"): v for k, v in spec.items()}
+    method = spec.get("method")
+    model = spec.get("model")
+    if method is None:  # vLLM's inference (vllm/config/speculative.py __post_init__)
+        if model in ("ngram", "[ngram]"):
+            method = "ngram"
+        elif model is None:
+            raise InputError("the speculative config has neither 'method' nor 'model'; vLLM cannot "
+                             "tell which drafter to run", file, spec_line)
+        elif "eagle3" in str(model).lower():
+            method = "eagle3"
+        elif "eagle-" in str(model).lower():
+            method = "eagle"
+        else:
+            method = "draft_model"
+        conf.warnings.append(f"no 'method' given: vLLM infers {method!r} from the model name "
+                             f"{model!r}; state it explicitly")
+    method = str(method)
+    if method in _VLLM_MTP_ALIASES:
+        method = "mtp"
+    if method == "[ngram]":
+        method = "ngram"
+    conf.method = method
+    conf.model = None if model in (None, "ngram", "[ngram]") else str(model)
+    k = spec.get("num_speculative_tokens")
+    if k is None:
+        raise InputError("the speculative config has no num_speculative_tokens; spectune cannot tell "
+                         "the draft length vLLM will use (it defaults to the draft checkpoint's "
+                         "n_predict): set it explicitly", file, spec_line)
+    conf.gamma = _int(k, "num_speculative_tokens", file, spec_line)
+    if conf.gamma <= 0:
+        raise InputError(f"num_speculative_tokens must be > 0 (vLLM refuses {conf.gamma})", file, spec_line)
+    sched = spec.get("num_speculative_tokens_per_batch_size")
+    if sched is not None:
+        conf.schedule = _vllm_schedule(sched, file, spec_line)
+        conf.schedule_active = conf.data_parallel <= 1
+        if not conf.schedule_active:
+            conf.warnings.append(
+                f"vLLM ignores num_speculative_tokens_per_batch_size with data_parallel_size = "
+                f"{conf.data_parallel} (vllm/config/vllm.py, vllm-project/vllm#45963): it runs the "
+                f"static num_speculative_tokens = {conf.gamma} at every batch size")
+        elif max(k for _, _, k in conf.schedule) > conf.gamma:
+            conf.warnings.append(f"the schedule asks for more than num_speculative_tokens = {conf.gamma}; "
+                                 "vLLM clamps it to that")
+
+
+def _int(val: Any, what: str, file: str, line: int | None) -> int:
+    try:
+        if isinstance(val, bool):
+            raise ValueError
+        f = float(val)
+        if int(f) != f:
+            raise ValueError
+        return int(f)
+    except (TypeError, ValueError):
+        raise InputError(f"{what} must be a whole number, got {val!r}", file, line) from None
+
+
+def _vllm_schedule(sched: Any, file: str, line: int | None) -> list[Range]:
+    """Validate as vLLM's validate_and_normalize_dynamic_sd_schedule does."""
+    if not isinstance(sched, list) or not sched:
+        raise InputError("num_speculative_tokens_per_batch_size must be a non-empty list of "
+                         "[range_start, range_end, num_speculative_tokens]", file, line)
+    out: list[Range] = []
+    for entry in sched:
+        if not isinstance(entry, (list, tuple)) or len(entry) != 3:
+            raise InputError(f"schedule entry {entry!r} is not [range_start, range_end, K]", file, line)
+        lo, hi, k = (_int(x, "schedule entry", file, line) for x in entry)
+        if lo <= 0 or hi <= 0 or lo > hi or k < 0:
+            raise InputError(f"schedule entry {entry!r}: ranges must be positive with start <= end "
+                             "and K >= 0", file, line)
+        out.append((lo, hi, k))
+    out.sort()
+    prev = 0
+    for lo, hi, _ in out:
+        if lo <= prev:
+            raise InputError("schedule batch-size ranges overlap (vLLM refuses them)", file, line)
+        prev = hi
+    if out[0][0] != 1:
+        raise InputError("the first schedule range must start at batch size 1 (vLLM refuses it "
+                         "otherwise)", file, line)
+    return out
+
+
+# --------------------------------------------------------------------------- SGLang
+def _sglang_from_args(conf: Configured, args: list[str], folder: Path) -> None:
+    vals: dict[str, Any] = {}
+    flags = set()
+    for opt, val in _split_options(args):
+        if opt is None:
+            continue
+        o = opt.replace("_", "-")
+        if o in ("--speculative-adaptive", "--enable-dp-attention"):
+            flags.add(o)
+            if val is not None and not val.startswith("-"):
+                pass  # a store_true flag followed by a positional: nothing to take
+            continue
+        if o == "--speculative-draft-model":
+            o = "--speculative-draft-model-path"
+        if o in ("--dp", "--data-parallel-size"):
+            o = "--dp-size"
+        vals[o] = val
+    file, line = conf.file, conf.line
+    algo = vals.get("--speculative-algorithm")
+    steps = vals.get("--speculative-num-steps")
+    topk = vals.get("--speculative-eagle-topk")
+    ndraft = vals.get("--speculative-num-draft-tokens")
+    dp = _int(vals.get("--dp-size", 1), "--dp-size", file, line)
+    conf.data_parallel = dp if "--enable-dp-attention" in flags else 1
+    adaptive = "--speculative-adaptive" in flags
+    cfg_path = vals.get("--speculative-adaptive-config")
+    conf.sglang = {"num_steps": None, "eagle_topk": None, "num_draft_tokens": None,
+                   "adaptive": adaptive, "adaptive_config": cfg_path}
+    if algo is None or str(algo).upper() == "NONE":
+        return
+    algo = str(algo).upper()
+    conf.method = algo
+    conf.model = vals.get("--speculative-draft-model-path")
+    s = _int(steps, "--speculative-num-steps", file, line) if steps is not None else None
+    t = _int(topk, "--speculative-eagle-topk", file, line) if topk is not None else None
+    n = _int(ndraft, "--speculative-num-draft-tokens", file, line) if ndraft is not None else None
+    if algo == "NGRAM":
+        breadth = vals.get("--speculative-ngram-max-bfs-breadth")
+        t = _int(breadth, "--speculative-ngram-max-bfs-breadth", file, line) if breadth is not None else 10
+    conf.sglang.update(num_steps=s, eagle_topk=t, num_draft_tokens=n)
+    candidates: dict[int, list[int]] | None = None
+    if adaptive:
+        candidates, note = _sglang_adaptive(cfg_path, folder, file)
+        if note:
+            conf.warnings.append(note)
+        why = None
+        if algo not in ("EAGLE", "EAGLE3", "NEXTN"):
+            why = f"{algo} (only EAGLE/EAGLE3/NEXTN adapt)"
+        elif conf.data_parallel > 1:
+            why = "attention DP"
+        elif t not in (None, 1):
+            why = f"--speculative-eagle-topk {t} (only topk 1 adapts)"
+        if why:
+            conf.warnings.append(f"SGLang turns --speculative-adaptive off for {why}: static "
+                                 "parameters are evaluated")
+            adaptive = False
+            candidates = None
+    if candidates:
+        union = sorted({g for c in candidates.values() for g in c})
+        if s is None:
+            s = union[len(union) // 2]
+        if s not in union:
+            raise InputError(f"--speculative-num-steps={s} is not among the adaptive candidate_steps "
+                             f"{union}: SGLang refuses to start", file, line)
+        keys = sorted(candidates)
+        sched: list[Range] = []
+        for i, lo in enumerate(keys):
+            hi = keys[i + 1] - 1 if i + 1 < len(keys) else max(lo, 1 << 20)
+            cands = sorted(set(candidates[lo]))
+            g = s if s in cands else cands[len(cands) // 2]
+            sched.append((max(lo, 1), hi, g))
+            if len(cands) > 1:
+                conf.warnings.append(f"adaptive range from batch {lo} has candidates {cands}: "
+                                     f"evaluated at its initial steps {g}; SGLang's EMA moves it "
+                                     "with the acceptance it observes")
+        if sched and sched[0][0] != 1:
+            sched[0] = (1, sched[0][1], sched[0][2])
+        conf.schedule, conf.schedule_active = sched, True
+        conf.gamma = s
+        conf.sglang["num_steps"] = s
+        return
+    if s is None:
+        if t is not None or n is not None:
+            raise InputError("partial SGLang speculative triple: --speculative-num-steps is missing "
+                             "while --speculative-eagle-topk / --speculative-num-draft-tokens are set "
+                             "(SGLang asserts at startup); give all three", file, line)
+        if algo == "NGRAM" and n is not None:
+            s = n - 1
+        else:
+            raise InputError(f"{algo} speculation without --speculative-num-steps: SGLang then picks "
+                             "its own per-architecture defaults, which spectune cannot evaluate; give "
+                             "--speculative-num-steps, --speculative-eagle-topk and "
+                             "--speculative-num-draft-tokens", file, line)
+    if algo != "NGRAM" and (t is None or n is None):
+        raise InputError("partial SGLang speculative triple: give --speculative-num-steps, "
+                         "--speculative-eagle-topk and --speculative-num-draft-tokens together "
+                         "(a partial triple crashes the server)", file, line)
+    if t is not None and t > 1:
+        conf.warnings.append(f"--speculative-eagle-topk {t} drafts a tree; spectune models a chain "
+                             f"(topk 1) of {s} drafts")
+    elif n is not None and n != s + 1 and algo != "NGRAM":
+        conf.warnings.append(f"--speculative-num-draft-tokens {n} != num-steps + 1 = {s + 1}; SGLang "
+                             f"resets it to {s + 1} with topk 1")
+    conf.gamma = s if algo != "NGRAM" or n is None else n - 1
+    conf.sglang["num_steps"] = s
+
+
+def _sglang_adaptive(path: str | None, folder: Path, file: str) -> tuple[dict[int, list[int]] | None, str | None]:
+    if path is None:
+        return {int(k): v for k, v in SGLANG_DEFAULT_ADAPTIVE.items()}, (
+            "--speculative-adaptive without a config: SGLang's built-in candidates are evaluated")
+    p = Path(path) if Path(path).is_absolute() else folder / path
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError:
+        return None, (f"cannot read the adaptive config {path} (looked at {p}); the static "
+                      "--speculative-num-steps is evaluated")
+    except json.JSONDecodeError as exc:
+        raise InputError(f"adaptive config is not valid JSON: {exc.msg}", str(p), exc.lineno) from None
+    if not isinstance(data, dict):
+        raise InputError("the adaptive config must be a JSON object", str(p), 1)
+    out: dict[int, list[int]] = {}
+    for key, entry in data.items():
+        if not str(key).isdigit():
+            continue
+        steps = entry.get("candidate_steps") if isinstance(entry, dict) else None
+        if not isinstance(steps, list) or not steps or not all(isinstance(s, int) and s >= 0 for s in steps):
+            raise InputError(f"BS {key}: candidate_steps must be a non-empty list of non-negative "
+                             f"whole numbers, got {steps!r}", str(p))
+        out[int(key)] = steps
+    if not out:
+        raise InputError("the adaptive config has no integer batch-size key", str(p))
+    return out, None
+
+
+# --------------------------------------------------------------------------- evaluation
+@dataclass
+class CheckResult:
+    document: Document
+    exit_code: int
+    warnings: list[str]
+    notes: list[str]
+
+
+ENGINE_NAME = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+def _expected_method(engine: str, kind: str) -> str | None:
+    from spectune.emit.sglang import SGLANG_ALGORITHMS
+    from spectune.emit.vllm import VLLM_METHODS
+
+    table = VLLM_METHODS if engine == "vllm" else SGLANG_ALGORITHMS
+    return table.get(kind)
+
+
+def _same_method(engine: str, configured: str, expected: str) -> bool:
+    if engine == "sglang":
+        alias = {"NEXTN": "EAGLE"}
+        return alias.get(configured, configured) == alias.get(expected, expected)
+    if configured == "ngram_gpu":
+        configured = "ngram"
+    return configured == expected
+
+
+def _fix(rec: Recommendation, conf: Configured) -> tuple[dict[str, Any] | None, list[str]]:
+    """The recommended settings for the configured engine, in the configured form."""
+    from spectune.emit import build_snippet
+
+    try:
+        if conf.engine == "vllm":
+            if conf.form == "vllm-config-file":
+                snip = build_snippet(rec, "vllm-yaml")
+                return {"engine": "vllm", "format": "vllm-config-file", "snippet": snip.text}, snip.notes
+            snip = build_snippet(rec, "vllm")
+            text = "--speculative-config " + shlex.quote(snip.text.strip()) + "\n"
+            if snip.text.strip() == "null":
+                text = "# remove --speculative-config: speculation does not pay at these operating points\n"
+            return {"engine": "vllm", "format": "command-line", "snippet": text}, snip.notes
+        snip = build_snippet(rec, "sglang")
+        text = snip.text if snip.text.strip() else (
+            "# remove every --speculative-* flag: speculation does not pay at these operating points\n")
+        adaptive = None
+        if "--speculative-adaptive-config" in snip.text:
+            adaptive = build_snippet(rec, "sglang-adaptive-config").text
+        doc = {"engine": "sglang", "format": "command-line", "snippet": text}
+        if adaptive:
+            doc["adaptive_config"] = adaptive
+        return doc, snip.notes
+    except InputError as exc:
+        return None, [f"no fix can be emitted: {exc.message}"]
+
+
+def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANCE) -> CheckResult:
+    """Evaluate ``conf`` at every operating point of ``dep``."""
+    from spectune.documents import sig
+    from spectune.speedup import speedup_grid
+
+    rec = recommend(dep)
+    warnings = list(conf.warnings)
+    notes = list(rec.notes)
+    batches = [int(b) for b in rec.grid.batch]
+    gmax = conf.max_gamma(batches)
+    grid = rec.grid
+    if gmax > int(rec.grid.gamma.max()):
+        grid = speedup_grid(replace(dep, gamma_max=gmax))
+        notes.append(f"the configuration drafts up to {gmax} tokens, past the profile's gamma_max = "
+                     f"{dep.gamma_max}: evaluated on a grid extended to {gmax} (acceptance past the "
+                     "measured positions holds the last rate)")
+    kind = dep.drafter.kind
+    if conf.speculate and conf.method:
+        expected = _expected_method(conf.engine, kind)
+        if expected is None:
+            warnings.append(f"the profile's drafter is {kind!r}, which {ENGINE_NAME[conf.engine]} cannot "
+                            f"run; the configured {conf.method!r} is evaluated with the profile's costs")
+        elif not _same_method(conf.engine, conf.method, expected):
+            warnings.append(f"configured drafter method {conf.method!r} differs from the profile's drafter "
+                            f"{dep.drafter.name!r} ({kind}, {ENGINE_NAME[conf.engine]} {expected!r}): "
+                            "the prediction assumes the profile's drafter")
+        if conf.model and dep.drafter.path and conf.model != dep.drafter.path:
+            warnings.append(f"configured draft model {conf.model!r} differs from the profile's "
+                            f"{dep.drafter.path!r}")
+    if dep.engine.name and conf.engine not in dep.engine.name.lower() and dep.engine.name != "none":
+        warnings.append(f"the profile prices engine {dep.engine.name!r} but the configuration runs "
+                        f"{ENGINE_NAME[conf.engine]}")
+    sp = grid.speedup
+    points = []
+    failing = 0
+    worst: dict[str, Any] | None = None
+    for i, b in enumerate(rec.grid.batch):
+        for j, s in enumerate(rec.grid.context):
+            g = conf.gamma_at(int(b))
+            sp_c = 1.0 if g == 0 else float(sp[i, j, g])
+            g_r = int(rec.gamma_star[i, j])
+            sp_r = float(rec.speedup_star[i, j])
+            shortfall = 1.0 - sp_c / sp_r
+            slows = sp_c < 1.0 - 1e-9
+            ok = shortfall <= tolerance and not slows
+            failing += not ok
+            plain = float(b) / float(rec.grid.c0[i, j])
+            point = {
+                "batch": int(b), "context": int(s),
+                "configured_gamma": g, "configured_speedup": sig(sp_c, 4),
+                "recommended_gamma": g_r, "recommended_speedup": sig(sp_r, 4),
+                "shortfall": sig(shortfall, 4), "slows_down": slows, "ok": ok,
+                "plain_tokens_per_s": sig(plain, 5),
+                "configured_tokens_per_s": sig(plain * sp_c, 5),
+                "recommended_tokens_per_s": sig(plain * sp_r, 5),
+            }
+            points.append(point)
+            if worst is None or shortfall > worst["shortfall"]:
+                worst = {"batch": int(b), "context": int(s), "shortfall": shortfall}
+    assert worst is not None
+    worst["shortfall"] = sig(worst["shortfall"], 4)
+    exit_code = 1 if failing else 0
+    n = len(points)
+    if failing:
+        slow = sum(p["slows_down"] for p in points)
+        summary = (f"{failing} of {n} operating points fail: "
+                   f"worst leaves {max(worst['shortfall'], 0) * 100:.1f}% of the recommended speedup "
+                   f"on the table (batch {worst['batch']}, context {worst['context']})"
+                   + (f"; speculation slows {slow} point(s) down" if slow else ""))
+    else:
+        summary = (f"all {n} operating points within {tolerance * 100:g}% of the recommended speedup")
+    fix, fix_notes = _fix(rec, conf) if failing else (None, [])
+    notes += fix_notes
+    sg = conf.sglang
+    doc = envelope("CheckReport", {
+        "metadata": {"spectune": __version__, "schema": "docs/schema.md#checkreport"},
+        "verdict": "fail" if failing else "pass",
+        "exit_code": exit_code,
+        "tolerance": tolerance,
+        "summary": summary,
+        "config": {
+            "file": conf.file,
+            "format": conf.form,
+            "line": conf.line,
+            "engine": conf.engine,
+            "method": conf.method if conf.speculate else None,
+            "model": conf.model if conf.speculate else None,
+            "speculate": conf.speculate,
+            "num_speculative_tokens": conf.gamma if conf.speculate else None,
+            "schedule": [list(r) for r in conf.schedule] if conf.schedule and conf.speculate else None,
+            "schedule_active": bool(conf.schedule_active and conf.speculate),
+            "data_parallel_size": conf.data_parallel,
+            "sglang": dict(sg) if sg is not None else None,
+        },
+        "profile": {
+            "name": dep.name,
+            "model": dep.model.name,
+            "drafter": {"kind": kind, "name": dep.drafter.name, "path": dep.drafter.path or None},
+            "engine": dep.engine.name,
+            "gamma_max": dep.gamma_max,
+        },
+        "points": points,
+        "failing_points": failing,
+        "worst": worst,
+        "warnings": warnings,
+        "fix": fix,
+        "notes": notes,
+    })
+    return CheckResult(doc, exit_code, warnings, notes)

@@ -1,0 +1,112 @@
+"""Prometheus text exposition → plain samples, through ``prometheus_client``'s own parser.
+
+No regular expressions touch the exposition text: parsing is done by
+:func:`prometheus_client.parser.text_string_to_metric_families` (or the OpenMetrics parser
+when the server answers ``application/openmetrics-text``). This module only checks that
+what came back *is* such text, and indexes the samples by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from spectune.observe.faults import BadBodyFault
+
+#: A series' labels as a sorted tuple of (name, value) pairs, hashable.
+LabelSet = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Series:
+    """One sample line: metric ``name`` (as exposed, e.g. ``..._total``), ``labels``, ``value``."""
+
+    name: str
+    labels: LabelSet
+    value: float
+
+    def label(self, key: str, default: str | None = None) -> str | None:
+        for k, v in self.labels:
+            if k == key:
+                return v
+        return default
+
+
+@dataclass(frozen=True, eq=False)
+class Exposition:
+    """All samples of one scrape, by sample name; ``types`` maps family name → Prometheus type."""
+
+    samples: Mapping[str, tuple[Series, ...]]
+    types: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def get(self, name: str, where: Callable[[Series], bool] | None = None) -> tuple[Series, ...]:
+        """Samples named ``name`` (optionally filtered)."""
+        found = self.samples.get(name, ())
+        return tuple(s for s in found if where(s)) if where else found
+
+    def has(self, name: str) -> bool:
+        return bool(self.samples.get(name))
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self.samples)
+
+    def names_starting(self, prefix: str) -> list[str]:
+        return sorted(n for n in self.samples if n.startswith(prefix))
+
+    def total(self, name: str, where: Callable[[Series], bool] | None = None) -> float | None:
+        """Sum of the samples named ``name`` (None when there is none)."""
+        found = self.get(name, where)
+        return float(sum(s.value for s in found)) if found else None
+
+
+def _labels(d: Mapping[str, Any]) -> LabelSet:
+    return tuple(sorted((str(k), str(v)) for k, v in d.items()))
+
+
+def _describe(body: str) -> str:
+    head = body.lstrip()[:200].lower()
+    if head.startswith(("<!doctype html", "<html", "<head", "<body")) or "<html" in head:
+        return "an HTML page"
+    if head.startswith(("{", "[")):
+        return "JSON"
+    return "text that is not Prometheus exposition format"
+
+
+def parse_exposition(body: str, content_type: str | None = None) -> Exposition:
+    """Parse one scrape. Raises :class:`BadBodyFault` (exit 5) when ``body`` is not exposition text.
+
+    ``content_type`` (the HTTP header) picks the OpenMetrics parser for
+    ``application/openmetrics-text``; an HTML content type is refused before parsing.
+    """
+    ctype = (content_type or "").lower()
+    if not body.strip():
+        raise BadBodyFault("the server answered with an empty body, not Prometheus metrics")
+    if "html" in ctype:
+        raise BadBodyFault(f"the server answered with an HTML page (Content-Type: {content_type}), "
+                           "not Prometheus metrics: is the URL the /metrics endpoint?")
+    parser: Callable[[str], Iterable[Any]]
+    if "openmetrics" in ctype:
+        from prometheus_client.openmetrics.parser import text_string_to_metric_families as om
+
+        parser = om
+    else:
+        from prometheus_client.parser import text_string_to_metric_families as text
+
+        parser = text
+    by_name: dict[str, list[Series]] = {}
+    types: dict[str, str] = {}
+    try:
+        for family in parser(body):  # the parser is lazy: errors surface while iterating
+            types[family.name] = family.type
+            for s in family.samples:
+                by_name.setdefault(s.name, []).append(Series(s.name, _labels(s.labels), float(s.value)))
+    except Exception as err:  # noqa: BLE001 - any parser failure means "not exposition text"
+        first = str(err).splitlines()[0][:120] if str(err) else type(err).__name__
+        raise BadBodyFault(f"the server answered with {_describe(body)} "
+                           f"(Prometheus parser: {first})") from None
+    if not by_name:
+        raise BadBodyFault("the body holds no metric samples (only comments or blank lines)")
+    return Exposition(MappingProxyType({k: tuple(v) for k, v in by_name.items()}),
+                      MappingProxyType(types))

@@ -1,0 +1,238 @@
+"""vLLM's periodic ``SpecDecoding metrics`` log lines → an Observation.
+
+vLLM (V1, ``vllm/v1/spec_decode/metrics.py``) logs, every ``VLLM_LOG_STATS_INTERVAL``
+seconds (10 by default) in which drafts were verified::
+
+    SpecDecoding metrics: Mean acceptance length: 2.33, Accepted throughput: 12.11 tokens/s,
+    Drafted throughput: 21.96 tokens/s, Accepted: 128 tokens, Drafted: 232 tokens,
+    Per-position acceptance rate: 0.667, 0.417, 0.250, Avg Draft acceptance rate: 55.2%
+
+where the per-position rate is accepted-at-position-i / drafts over that period (3
+decimals) and the mean acceptance length is 1 + accepted / drafts (2 decimals). The number
+of drafts itself is not logged, and it is *not* Drafted / K: drafts can be shorter than K
+(the n-gram drafter's are when a match lies near the end of the context — the captured
+fixture has 96 drafts for 232 draft tokens at K = 3, where 232 / 3 would give 77). So:
+
+* drafts per line = Accepted / sum_i(rate_i), the identity sum_i rate_i = accepted / drafts,
+  exact up to the 3-decimal rounding of the rates; rounded to a whole number and kept within
+  [Drafted / K, Drafted] (each draft has 1..K tokens). A line with no accepted token carries
+  no such information: there Drafted / K (full-length drafts) is used, and a note says so.
+* accepted at position i per line = Accepted x rate_i / sum_j rate_j, which adds up to the
+  exact Accepted count;
+* lines are summed with these counts as weights: the window's rates are ratios of sums,
+  never means of per-line rates.
+
+The operating point (running requests, lengths) is not in these lines: the document says so.
+Parsing log lines (free text) uses regular expressions; the Prometheus text never does.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from spectune.observe.faults import NoSpeculativeTraffic, ObserveUsageError
+from spectune.observe.observation import (
+    AcceptanceInfo,
+    EngineInfo,
+    Observation,
+    OperatingPoint,
+    Source,
+    Window,
+    speculation,
+)
+
+MARKER = "SpecDecoding metrics:"
+_NUM = r"(nan|[0-9]+(?:\.[0-9]+)?)"
+_FIELDS = {
+    "mean_length": re.compile(r"Mean acceptance length: " + _NUM),
+    "accepted_tput": re.compile(r"Accepted throughput: " + _NUM + r" tokens/s"),
+    "drafted_tput": re.compile(r"Drafted throughput: " + _NUM + r" tokens/s"),
+    "accepted": re.compile(r"Accepted: ([0-9]+) tokens"),
+    "drafted": re.compile(r"Drafted: ([0-9]+) tokens"),
+    "avg_rate": re.compile(r"Avg Draft acceptance rate: " + _NUM + "%"),
+}
+_RATES = re.compile(r"Per-position acceptance rate: ([0-9.,\s]+?)(?:,\s*Avg|\s*$)")
+_STAMP = re.compile(r"\b([01][0-9])-([0-3][0-9]) ([0-2][0-9]):([0-5][0-9]):([0-5][0-9])(?:\.([0-9]+))?\b")
+OPERATING_POINT_UNKNOWN = ("unknown: vLLM's SpecDecoding log lines carry no operating point (running "
+                           "requests, prompt and generation lengths); observe the server's /metrics "
+                           "URL for it")
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One ``SpecDecoding metrics`` line. Counts are tokens over that logging period;
+    ``rates`` are accepted-at-position-i / drafts; throughputs in tokens/s; ``stamp`` is the
+    log's own ``MM-DD hh:mm:ss`` (local time, no year), None when the line has none."""
+
+    line_no: int
+    stamp: str | None
+    month_day_time: tuple[int, int, int, int, int, float] | None
+    accepted: int
+    drafted: int
+    rates: tuple[float, ...]
+    mean_length: float | None
+    accepted_throughput: float | None
+    drafted_throughput: float | None
+    avg_rate_percent: float | None
+
+    @property
+    def k(self) -> int:
+        return len(self.rates)
+
+    def when(self, year: int) -> datetime | None:
+        """The line's local time, given the year the log does not print."""
+        if self.month_day_time is None:
+            return None
+        mo, d, h, mi, s, frac = self.month_day_time
+        return datetime(year, mo, d, h, mi, s, int(round(frac * 1e6)))
+
+    @property
+    def period_seconds(self) -> float | None:
+        """Length of the logging period, from Drafted / Drafted throughput."""
+        if self.drafted_throughput and self.drafted_throughput > 0:
+            return self.drafted / self.drafted_throughput
+        return None
+
+    def drafts_estimate(self) -> tuple[int, bool]:
+        """(drafts in this period, True when derived from the rates / False when Drafted / K)."""
+        k = max(self.k, 1)
+        lo, hi = math.ceil(self.drafted / k), max(self.drafted, 1)
+        s = sum(self.rates)
+        if self.accepted > 0 and s > 0:
+            est, exact = self.accepted / s, True
+        else:
+            est, exact = self.drafted / k, False
+        return int(min(max(round(est), lo), hi)), exact
+
+    def accepted_per_position(self) -> tuple[float, ...]:
+        """Accepted tokens at each position, summing to ``accepted``."""
+        s = sum(self.rates)
+        if s <= 0:
+            return tuple(0.0 for _ in self.rates)
+        return tuple(self.accepted * r / s for r in self.rates)
+
+
+def _float(m: re.Match[str] | None) -> float | None:
+    if m is None or m.group(1) == "nan":
+        return None
+    return float(m.group(1))
+
+
+def parse_line(line: str, line_no: int = 0) -> LogRecord | None:
+    """A :class:`LogRecord` from one log line, or None when it is no complete SpecDecoding line."""
+    at = line.find(MARKER)
+    if at < 0:
+        return None
+    body = line[at + len(MARKER):]
+    acc, dra, rates = _FIELDS["accepted"].search(body), _FIELDS["drafted"].search(body), _RATES.search(body)
+    if acc is None or dra is None or rates is None:
+        return None
+    try:
+        rate_vals = tuple(float(x) for x in rates.group(1).replace(" ", "").strip(",").split(",") if x)
+    except ValueError:
+        return None
+    if not rate_vals:
+        return None
+    st = _STAMP.search(line[:at])
+    mdt = None
+    if st:
+        frac = float("0." + st.group(6)) if st.group(6) else 0.0
+        mdt = (int(st.group(1)), int(st.group(2)), int(st.group(3)), int(st.group(4)), int(st.group(5)), frac)
+    return LogRecord(line_no, st.group(0) if st else None, mdt, int(acc.group(1)), int(dra.group(1)),
+                     rate_vals, _float(_FIELDS["mean_length"].search(body)),
+                     _float(_FIELDS["accepted_tput"].search(body)),
+                     _float(_FIELDS["drafted_tput"].search(body)), _float(_FIELDS["avg_rate"].search(body)))
+
+
+def parse_log(lines: Iterable[str]) -> tuple[list[LogRecord], int]:
+    """(records, number of SpecDecoding lines that could not be read)."""
+    out: list[LogRecord] = []
+    bad = 0
+    for i, line in enumerate(lines, 1):
+        if MARKER not in line:
+            continue
+        rec = parse_line(line, i)
+        if rec is None:
+            bad += 1
+        else:
+            out.append(rec)
+    return out, bad
+
+
+def aggregate(records: list[LogRecord], where: str, unreadable: int = 0) -> Observation:
+    """Sum log lines into one Observation, weighting by their counts (see the module doc)."""
+    if not records:
+        raise NoSpeculativeTraffic(
+            f"no 'SpecDecoding metrics' lines in {where}: vLLM logs one only for periods with "
+            "drafts, so speculation was idle, not enabled, or stats logging is off "
+            "(--disable-log-stats)")
+    notes: list[str] = []
+    if unreadable:
+        notes.append(f"{unreadable} SpecDecoding line(s) could not be read and were skipped")
+    ks = Counter(r.k for r in records)
+    k = ks.most_common(1)[0][0]
+    if len(ks) > 1:
+        dropped = sum(n for kk, n in ks.items() if kk != k)
+        notes.append(f"{dropped} line(s) report a different number of positions than K = {k} "
+                     "(a restart with another config?) and were left out")
+        records = [r for r in records if r.k == k]
+    drafts = 0
+    inexact = 0
+    per_pos = [0.0] * k
+    for r in records:
+        d, exact = r.drafts_estimate()
+        drafts += d
+        inexact += not exact
+        for i, a in enumerate(r.accepted_per_position()):
+            per_pos[i] += a
+    accepted = float(sum(r.accepted for r in records))
+    drafted = float(sum(r.drafted for r in records))
+    notes.append("drafts per log line are not logged: estimated as Accepted / sum of per-position rates "
+                 "(exact up to the rates' 3-decimal rounding)")
+    if inexact:
+        notes.append(f"{inexact} line(s) had no accepted token: their drafts assumed full length "
+                     f"(Drafted / {k})")
+    periods = [p for p in (r.period_seconds for r in records) if p is not None]
+    stamps = [r.stamp for r in records if r.stamp]
+    if stamps:
+        notes.append(f"log lines from {stamps[0]} to {stamps[-1]} (server local time; the log shows "
+                     "no year)")
+    basis = f"{len(records)} log line(s), summed with their counts as weights"
+    spec = speculation(float(drafts), drafted, accepted, tuple(per_pos), k, basis)
+    assert spec.per_position is not None
+    span = f" {stamps[0]} .. {stamps[-1]}" if stamps else ""
+    acceptance = AcceptanceInfo(
+        "per-position", spec.per_position.conditional,
+        f"measured: vLLM log {where}, {len(records)} SpecDecoding line(s){span}, ~{drafts} drafts")
+    return Observation(
+        engine=EngineInfo("vllm", None, "SpecDecoding metrics log lines"),
+        model_name=None,
+        source=Source("log", where),
+        window=Window(None, None, sum(periods) if periods else None, None, len(records), 0),
+        speculation=spec,
+        segments=(),
+        operating_point=OperatingPoint(note=OPERATING_POINT_UNKNOWN),
+        acceptance=acceptance,
+        notes=tuple(notes),
+    )
+
+
+def observe_log(path: str | Path) -> Observation:
+    """Read a vLLM server log (``-`` for stdin) and aggregate its SpecDecoding lines."""
+    name = str(path)
+    if name == "-":
+        records, bad = parse_log(sys.stdin)
+        return aggregate(records, "stdin", bad)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            records, bad = parse_log(fh)
+    except OSError as err:
+        raise ObserveUsageError(f"cannot read log file {name}: {err.strerror}") from None
+    return aggregate(records, name, bad)

@@ -1,0 +1,499 @@
+"""The ``Observation`` document: what ``spectune observe`` measured, loadable back.
+
+Schema (``apiVersion: spectune/v1``, ``kind: Observation``, ``schema: 1``); keys in this order.
+Counts are tokens or drafts over the window; times are ISO 8601 UTC; durations in seconds.
+
+.. code-block:: yaml
+
+    apiVersion: spectune/v1
+    kind: Observation
+    schema: 1                      # bumped on any incompatible change; loaders refuse others
+    engine: {name: vllm, version: 0.32.0, metrics: "vllm:spec_decode_* counters (V1)"}
+    model_name: tiny-llama         # null when the server does not label it
+    source: {kind: metrics, where: http://127.0.0.1:8000/metrics}   # kind: metrics | log
+    window: {start: ..., end: ..., seconds: 60.0, interval_seconds: 5.0, samples: 13,
+             failed_samples: 0}
+    speculation:
+      drafts: 96                   # verify passes that carried >= 1 draft token (null: unknown)
+      draft_tokens: 232
+      accepted_tokens: 128
+      num_speculative_tokens: 3    # K: positions the server reports
+      mean_draft_length: 2.417     # draft_tokens / drafts (< K: some drafts were short)
+      mean_acceptance_length: 2.333   # 1 + accepted_tokens / drafts (tokens per verify)
+      draft_acceptance_rate: 0.5517   # accepted_tokens / draft_tokens
+      per_position:                # null when the engine reports no per-position data
+        accepted: [64, 40, 24]     # tokens accepted at position i (1-based order)
+        marginal: [0.667, 0.417, 0.25]   # accepted_i / drafts, as vLLM reports it
+        conditional: [0.667, 0.625, 0.6] # a_i = accepted_i / accepted_{i-1}
+      per_position_note: null      # says why per_position is missing
+      basis: one segment (no counter reset)
+    segments:                      # one per stretch without a counter reset
+      - {start, end, seconds, samples, drafts, draft_tokens, accepted_tokens, reset_before}
+    operating_point:
+      running: {samples: 13, mean: 3.2, distribution: [{running: 0, samples: 2}, ...]}
+      prompt_tokens: {count: 4, sum: 68, mean: 17.0, buckets: [{le: 20.0, count: 4}, ...]}
+      generation_tokens: {...}     # requests that finished in the window
+      iteration_tokens: {...}      # tokens per engine step
+      inter_token_latency_seconds: {...}
+      note: null                   # says what is unknown
+    acceptance:                    # what `recommend --observed` uses
+      kind: per-position           # or mean-length (SGLang, vLLM V0: i.i.d. alpha)
+      conditional: [0.667, 0.625, 0.6]
+      source: "vllm ... 96 drafts"
+    notes: [...]
+
+Histogram ``buckets`` are cumulative counts of the window's observations with upper
+bound ``le``; the +Inf bucket is left out (it equals ``count``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from spectune.acceptance import Acceptance
+from spectune.observe.faults import ObserveUsageError
+from spectune.render import API_VERSION, envelope
+
+KIND = "Observation"
+SCHEMA_VERSION = 1
+
+
+# --------------------------------------------------------------------------- parts
+@dataclass(frozen=True)
+class EngineInfo:
+    """``name`` vllm | sglang; ``version`` when the server shows it; ``metrics`` names the
+    metric family the numbers come from."""
+
+    name: str
+    version: str | None
+    metrics: str
+
+
+@dataclass(frozen=True)
+class Source:
+    """``kind`` metrics | log; ``where`` the URL (credentials removed) or file path."""
+
+    kind: str
+    where: str
+
+
+@dataclass(frozen=True)
+class Window:
+    """The observed window: ISO 8601 UTC ``start``/``end`` (None when unknown, e.g. logs),
+    ``seconds`` covered, scrape ``interval_seconds``, ``samples`` taken, ``failed_samples``."""
+
+    start: str | None
+    end: str | None
+    seconds: float | None
+    interval_seconds: float | None
+    samples: int
+    failed_samples: int = 0
+
+
+@dataclass(frozen=True)
+class PerPosition:
+    """Per draft position i = 1..K: ``accepted`` tokens, ``marginal`` = accepted_i / drafts
+    (vLLM's per-position acceptance rate), ``conditional`` a_i = accepted_i / accepted_{i-1}."""
+
+    accepted: tuple[float, ...]
+    marginal: tuple[float, ...]
+    conditional: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Speculative-decoding totals over the window (tokens, drafts) and the rates derived
+    from them; None where the engine does not report a quantity."""
+
+    drafts: float | None
+    draft_tokens: float | None
+    accepted_tokens: float | None
+    num_speculative_tokens: int | None
+    mean_draft_length: float | None
+    mean_acceptance_length: float | None
+    draft_acceptance_rate: float | None
+    per_position: PerPosition | None
+    per_position_note: str | None
+    basis: str
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    """One stretch of the window without a counter reset, with its own deltas."""
+
+    start: str
+    end: str
+    seconds: float
+    samples: int
+    drafts: float | None
+    draft_tokens: float | None
+    accepted_tokens: float | None
+    reset_before: str | None
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Requests running at each sample: ``values`` = ((running, number of samples), ...)."""
+
+    samples: int
+    mean: float | None
+    values: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class HistogramSummary:
+    """A histogram's window delta: ``count`` observations, their ``sum`` and ``mean`` (in the
+    metric's unit: tokens or seconds), cumulative ``buckets`` ((le, count), ...) without +Inf."""
+
+    count: float
+    sum: float
+    mean: float | None
+    buckets: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """Where the server ran during the window; ``note`` says what is unknown."""
+
+    running: Distribution | None = None
+    prompt_tokens: HistogramSummary | None = None
+    generation_tokens: HistogramSummary | None = None
+    iteration_tokens: HistogramSummary | None = None
+    inter_token_latency_seconds: HistogramSummary | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class AcceptanceInfo:
+    """The acceptance handed to ``recommend``: conditional rates a_1..a_K and their source.
+    ``kind`` per-position (measured per position) or mean-length (i.i.d. alpha)."""
+
+    kind: str
+    conditional: tuple[float, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything ``spectune observe`` measured over one window (or one log)."""
+
+    engine: EngineInfo
+    model_name: str | None
+    source: Source
+    window: Window
+    speculation: Speculation
+    segments: tuple[SegmentInfo, ...]
+    operating_point: OperatingPoint
+    acceptance: AcceptanceInfo
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return observation_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, doc: Any, where: str = "observation") -> Observation:
+        return observation_from_dict(doc, where)
+
+    def to_acceptance(self) -> Acceptance:
+        return Acceptance(tuple(self.acceptance.conditional), self.acceptance.source)
+
+
+# --------------------------------------------------------------------------- helpers
+def iso(t: float | None) -> str | None:
+    """Unix seconds → ISO 8601 UTC with milliseconds (``2026-11-23T08:41:02.123Z``)."""
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z")
+
+
+def parse_iso(s: str) -> float:
+    """ISO 8601 (``Z`` or offset) → Unix seconds."""
+    dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def num(x: float | None, digits: int = 6) -> int | float | None:
+    """A count as int when whole, else a float rounded to ``digits`` significant decimals."""
+    if x is None:
+        return None
+    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        return None
+    if float(x).is_integer():
+        return int(x)
+    return round(float(x), digits)
+
+
+def per_position(accepted: tuple[float, ...], drafts: float) -> PerPosition:
+    """Marginal and conditional per-position rates from accepted counts per position."""
+    marg = tuple(a / drafts if drafts > 0 else 0.0 for a in accepted)
+    cond = Acceptance.from_marginal(marg).rates if marg else ()
+    return PerPosition(tuple(accepted), marg, tuple(cond))
+
+
+def speculation(drafts: float, draft_tokens: float, accepted: float, accepted_per_pos: tuple[float, ...],
+                k: int | None, basis: str) -> Speculation:
+    """Totals and derived rates of a window with per-position counts (vLLM V1, vLLM logs)."""
+    pp = per_position(accepted_per_pos, drafts) if accepted_per_pos else None
+    return Speculation(
+        drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted,
+        num_speculative_tokens=k if k is not None else (len(accepted_per_pos) or None),
+        mean_draft_length=draft_tokens / drafts if drafts > 0 else None,
+        mean_acceptance_length=1.0 + accepted / drafts if drafts > 0 else None,
+        draft_acceptance_rate=accepted / draft_tokens if draft_tokens > 0 else None,
+        per_position=pp, per_position_note=None if pp else "the server reports no per-position counts",
+        basis=basis)
+
+
+def histogram_summary(h: Any) -> HistogramSummary | None:
+    """From a :class:`spectune.observe.window.HistogramDelta` (None stays None)."""
+    if h is None:
+        return None
+    buckets = tuple((le, c) for le, c in h.buckets if not math.isinf(le))
+    return HistogramSummary(h.count, h.sum, h.mean, buckets)
+
+
+def distribution(values: list[float]) -> Distribution | None:
+    """Distribution of running-request counts over samples."""
+    if not values:
+        return None
+    ints = [int(round(v)) for v in values]
+    counts: dict[int, int] = {}
+    for v in ints:
+        counts[v] = counts.get(v, 0) + 1
+    return Distribution(len(ints), sum(ints) / len(ints), tuple(sorted(counts.items())))
+
+
+# --------------------------------------------------------------------------- to dict
+def _hist(h: HistogramSummary | None) -> dict[str, Any] | None:
+    if h is None:
+        return None
+    return {"count": num(h.count), "sum": num(h.sum), "mean": num(h.mean),
+            "buckets": [{"le": num(le), "count": num(c)} for le, c in h.buckets]}
+
+
+def observation_to_dict(o: Observation) -> dict[str, Any]:
+    """The versioned document (``envelope``), keys in schema order."""
+    s = o.speculation
+    pp = s.per_position
+    op = o.operating_point
+    run = op.running
+    return envelope(KIND, {
+        "schema": SCHEMA_VERSION,
+        "engine": {"name": o.engine.name, "version": o.engine.version, "metrics": o.engine.metrics},
+        "model_name": o.model_name,
+        "source": {"kind": o.source.kind, "where": o.source.where},
+        "window": {"start": o.window.start, "end": o.window.end, "seconds": num(o.window.seconds, 3),
+                   "interval_seconds": num(o.window.interval_seconds, 3), "samples": o.window.samples,
+                   "failed_samples": o.window.failed_samples},
+        "speculation": {
+            "drafts": num(s.drafts), "draft_tokens": num(s.draft_tokens),
+            "accepted_tokens": num(s.accepted_tokens),
+            "num_speculative_tokens": s.num_speculative_tokens,
+            "mean_draft_length": num(s.mean_draft_length),
+            "mean_acceptance_length": num(s.mean_acceptance_length),
+            "draft_acceptance_rate": num(s.draft_acceptance_rate),
+            "per_position": None if pp is None else {
+                "accepted": [num(a) for a in pp.accepted],
+                "marginal": [num(m) for m in pp.marginal],
+                "conditional": [num(c) for c in pp.conditional]},
+            "per_position_note": s.per_position_note,
+            "basis": s.basis,
+        },
+        "segments": [{"start": g.start, "end": g.end, "seconds": num(g.seconds, 3), "samples": g.samples,
+                      "drafts": num(g.drafts), "draft_tokens": num(g.draft_tokens),
+                      "accepted_tokens": num(g.accepted_tokens), "reset_before": g.reset_before}
+                     for g in o.segments],
+        "operating_point": {
+            "running": None if run is None else {
+                "samples": run.samples, "mean": num(run.mean),
+                "distribution": [{"running": v, "samples": n} for v, n in run.values]},
+            "prompt_tokens": _hist(op.prompt_tokens),
+            "generation_tokens": _hist(op.generation_tokens),
+            "iteration_tokens": _hist(op.iteration_tokens),
+            "inter_token_latency_seconds": _hist(op.inter_token_latency_seconds),
+            "note": op.note,
+        },
+        "acceptance": {"kind": o.acceptance.kind,
+                       "conditional": [num(c) for c in o.acceptance.conditional],
+                       "source": o.acceptance.source},
+        "notes": list(o.notes),
+    })
+
+
+# --------------------------------------------------------------------------- from dict
+class _Reader:
+    """Typed access to a loaded document with ``file: key.path`` in every error."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def fail(self, path: str, msg: str) -> ObserveUsageError:
+        return ObserveUsageError(f"{self.where}: {path}: {msg}")
+
+    def map(self, d: Any, path: str) -> dict[str, Any]:
+        if not isinstance(d, dict):
+            raise self.fail(path, f"expected a mapping, got {type(d).__name__}")
+        return d
+
+    def key(self, d: dict[str, Any], k: str, path: str) -> Any:
+        if k not in d:
+            raise self.fail(f"{path}.{k}" if path else k, "missing")
+        return d[k]
+
+    def opt_num(self, d: dict[str, Any], k: str, path: str) -> float | None:
+        v = self.key(d, k, path)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise self.fail(f"{path}.{k}", f"expected a number or null, got {v!r}")
+        return float(v)
+
+    def numv(self, d: dict[str, Any], k: str, path: str) -> float:
+        v = self.opt_num(d, k, path)
+        if v is None:
+            raise self.fail(f"{path}.{k}", "expected a number, got null")
+        return v
+
+    def opt_str(self, d: dict[str, Any], k: str, path: str) -> str | None:
+        v = self.key(d, k, path)
+        if v is None:
+            return None
+        if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+            raise self.fail(f"{path}.{k}", f"expected text, got {v!r}")
+        return str(v)
+
+    def string(self, d: dict[str, Any], k: str, path: str) -> str:
+        v = self.opt_str(d, k, path)
+        if v is None:
+            raise self.fail(f"{path}.{k}", "expected text, got null")
+        return v
+
+    def nums(self, d: dict[str, Any], k: str, path: str) -> tuple[float, ...]:
+        v = self.key(d, k, path)
+        if not isinstance(v, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                              for x in v):
+            raise self.fail(f"{path}.{k}", "expected a list of numbers")
+        return tuple(float(x) for x in v)
+
+    def hist(self, d: dict[str, Any], k: str, path: str) -> HistogramSummary | None:
+        v = self.key(d, k, path)
+        if v is None:
+            return None
+        p = f"{path}.{k}"
+        h = self.map(v, p)
+        buckets = []
+        for i, b in enumerate(self.key(h, "buckets", p) or []):
+            bm = self.map(b, f"{p}.buckets[{i}]")
+            buckets.append((self.numv(bm, "le", f"{p}.buckets[{i}]"),
+                            self.numv(bm, "count", f"{p}.buckets[{i}]")))
+        return HistogramSummary(self.numv(h, "count", p), self.numv(h, "sum", p),
+                                self.opt_num(h, "mean", p), tuple(buckets))
+
+
+def observation_from_dict(doc: Any, where: str = "observation") -> Observation:
+    """Rebuild an :class:`Observation` from its document; errors name ``where`` and the key."""
+    r = _Reader(where)
+    d = r.map(doc, "(top)")
+    if d.get("apiVersion") != API_VERSION:
+        raise r.fail("apiVersion", f"expected {API_VERSION!r}, got {d.get('apiVersion')!r}")
+    if d.get("kind") != KIND:
+        raise r.fail("kind", f"expected {KIND!r}, got {d.get('kind')!r} (make one with "
+                             "`spectune observe URL -o yaml`)")
+    if d.get("schema") != SCHEMA_VERSION:
+        raise r.fail("schema", f"this spectune reads Observation schema {SCHEMA_VERSION}, "
+                               f"got {d.get('schema')!r}")
+    e = r.map(r.key(d, "engine", ""), "engine")
+    src = r.map(r.key(d, "source", ""), "source")
+    w = r.map(r.key(d, "window", ""), "window")
+    s = r.map(r.key(d, "speculation", ""), "speculation")
+    ppd = r.key(s, "per_position", "speculation")
+    pp = None
+    if ppd is not None:
+        ppm = r.map(ppd, "speculation.per_position")
+        pp = PerPosition(r.nums(ppm, "accepted", "speculation.per_position"),
+                         r.nums(ppm, "marginal", "speculation.per_position"),
+                         r.nums(ppm, "conditional", "speculation.per_position"))
+    k = r.opt_num(s, "num_speculative_tokens", "speculation")
+    segs = []
+    seg_list = r.key(d, "segments", "")
+    if not isinstance(seg_list, list):
+        raise r.fail("segments", "expected a list")
+    for i, g in enumerate(seg_list):
+        p = f"segments[{i}]"
+        gm = r.map(g, p)
+        segs.append(SegmentInfo(r.string(gm, "start", p), r.string(gm, "end", p), r.numv(gm, "seconds", p),
+                                int(r.numv(gm, "samples", p)), r.opt_num(gm, "drafts", p),
+                                r.opt_num(gm, "draft_tokens", p), r.opt_num(gm, "accepted_tokens", p),
+                                r.opt_str(gm, "reset_before", p)))
+    opd = r.map(r.key(d, "operating_point", ""), "operating_point")
+    rund = r.key(opd, "running", "operating_point")
+    run = None
+    if rund is not None:
+        rm = r.map(rund, "operating_point.running")
+        vals = []
+        for i, x in enumerate(r.key(rm, "distribution", "operating_point.running") or []):
+            p = f"operating_point.running.distribution[{i}]"
+            xm = r.map(x, p)
+            vals.append((int(r.numv(xm, "running", p)), int(r.numv(xm, "samples", p))))
+        run = Distribution(int(r.numv(rm, "samples", "operating_point.running")),
+                           r.opt_num(rm, "mean", "operating_point.running"), tuple(vals))
+    op = OperatingPoint(run, r.hist(opd, "prompt_tokens", "operating_point"),
+                        r.hist(opd, "generation_tokens", "operating_point"),
+                        r.hist(opd, "iteration_tokens", "operating_point"),
+                        r.hist(opd, "inter_token_latency_seconds", "operating_point"),
+                        r.opt_str(opd, "note", "operating_point"))
+    a = r.map(r.key(d, "acceptance", ""), "acceptance")
+    cond = r.nums(a, "conditional", "acceptance")
+    if not cond or not all(0.0 <= c <= 1.0 for c in cond):
+        raise r.fail("acceptance.conditional", "expected rates in [0, 1], at least one")
+    notes = r.key(d, "notes", "")
+    if not isinstance(notes, list):
+        raise r.fail("notes", "expected a list")
+    return Observation(
+        engine=EngineInfo(r.string(e, "name", "engine"), r.opt_str(e, "version", "engine"),
+                          r.string(e, "metrics", "engine")),
+        model_name=r.opt_str(d, "model_name", ""),
+        source=Source(r.string(src, "kind", "source"), r.string(src, "where", "source")),
+        window=Window(r.opt_str(w, "start", "window"), r.opt_str(w, "end", "window"),
+                      r.opt_num(w, "seconds", "window"), r.opt_num(w, "interval_seconds", "window"),
+                      int(r.numv(w, "samples", "window")), int(r.numv(w, "failed_samples", "window"))),
+        speculation=Speculation(
+            r.opt_num(s, "drafts", "speculation"), r.opt_num(s, "draft_tokens", "speculation"),
+            r.opt_num(s, "accepted_tokens", "speculation"), None if k is None else int(k),
+            r.opt_num(s, "mean_draft_length", "speculation"),
+            r.opt_num(s, "mean_acceptance_length", "speculation"),
+            r.opt_num(s, "draft_acceptance_rate", "speculation"), pp,
+            r.opt_str(s, "per_position_note", "speculation"), r.string(s, "basis", "speculation")),
+        segments=tuple(segs),
+        operating_point=op,
+        acceptance=AcceptanceInfo(r.string(a, "kind", "acceptance"), cond,
+                                  r.string(a, "source", "acceptance")),
+        notes=tuple(str(n) for n in notes),
+    )
+
+
+def load_observation(path: str | Path) -> Observation:
+    """Read a ``spectune observe -o yaml|json`` file (``-`` for stdin)."""
+    import sys
+
+    import yaml
+
+    name = str(path)
+    try:
+        text = sys.stdin.read() if name == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise ObserveUsageError(f"cannot read observation file {name}: {err.strerror}") from None
+    try:
+        doc = yaml.safe_load(text)  # JSON is YAML: one loader for both
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f":{mark.line + 1}" if mark is not None else ""
+        raise ObserveUsageError(f"{name}{at}: not YAML or JSON") from None
+    return observation_from_dict(doc, name)

@@ -1,0 +1,321 @@
+"""Fetching ``/metrics`` over HTTP(S): timeouts, bounded retries with backoff, bearer token, TLS.
+
+Every failure becomes one :mod:`spectune.observe.faults` exception with its own exit code.
+The bearer token is held in a field excluded from ``repr`` and scrubbed from every message.
+
+Retried (``retries`` more attempts, sleeping ``backoff * 2**i`` seconds, capped at 8 s):
+connection refused/reset, timeouts, HTTP 5xx, 408 and 429. Not retried: DNS failures,
+TLS failures, other 4xx, bodies that are not Prometheus text.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from spectune.observe.exposition import Exposition, parse_exposition
+from spectune.observe.faults import (
+    BadBodyFault,
+    ConnectionFault,
+    DNSFault,
+    HTTPStatusFault,
+    ObserveError,
+    ObserveUsageError,
+    TimeoutFault,
+    TLSFault,
+    scrub,
+)
+
+DEFAULT_TOKEN_ENV = "SPECTUNE_METRICS_TOKEN"
+MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_BACKOFF_SECONDS = 8.0
+_ACCEPT = "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"
+
+
+def normalize_url(url: str) -> str:
+    """``host:port`` → ``http://host:port/metrics``; a URL without a path gets ``/metrics``."""
+    raw = url.strip()
+    if not raw:
+        raise ObserveUsageError("empty metrics URL")
+    if "://" not in raw:
+        raw = "http://" + raw
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https"):
+        raise ObserveUsageError(f"metrics URL must be http:// or https://, not {parts.scheme}://")
+    if not parts.hostname:
+        raise ObserveUsageError(f"metrics URL {redact_url(raw)!r} has no host")
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ObserveUsageError(f"metrics URL {redact_url(raw)!r} has a bad port") from None
+    path = parts.path if parts.path not in ("", "/") else "/metrics"
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def redact_url(url: str) -> str:
+    """The URL with any ``user:password@`` removed, for messages and documents."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def resolve_token(token_env: str | None = DEFAULT_TOKEN_ENV, token_file: str | None = None) -> str | None:
+    """The bearer token: from ``token_file`` when given, else from environment ``token_env``.
+
+    Whitespace around the token (a trailing newline in a file) is stripped. The token is
+    returned to the caller only; nothing here prints it.
+    """
+    if token_file:
+        try:
+            token = Path(token_file).read_text(encoding="utf-8").strip()
+        except OSError as err:
+            raise ObserveUsageError(f"cannot read --token-file {token_file}: {err.strerror}") from None
+        if not token:
+            raise ObserveUsageError(f"--token-file {token_file} is empty")
+        return token
+    if token_env:
+        value = os.environ.get(token_env, "").strip()
+        return value or None
+    return None
+
+
+@dataclass(frozen=True)
+class ScrapeOptions:
+    """How to reach the server. ``timeout`` in seconds, for the whole answer of one attempt."""
+
+    url: str
+    timeout: float = 10.0
+    retries: int = 3
+    backoff: float = 0.5
+    token: str | None = field(default=None, repr=False)
+    ca_bundle: str | None = None
+    insecure: bool = False
+
+    def __post_init__(self) -> None:
+        if self.timeout <= 0:
+            raise ObserveUsageError("--timeout must be positive")
+        if self.retries < 0:
+            raise ObserveUsageError("--retries must be 0 or more")
+        if self.ca_bundle and self.insecure:
+            raise ObserveUsageError("--ca-bundle and --insecure exclude each other")
+        if self.ca_bundle and not Path(self.ca_bundle).exists():
+            raise ObserveUsageError(f"--ca-bundle {self.ca_bundle} does not exist")
+
+    @property
+    def display_url(self) -> str:
+        return redact_url(self.url)
+
+
+@dataclass(frozen=True, eq=False)
+class Scrape:
+    """One successful scrape: wall-clock ``time`` (Unix seconds, when the answer was complete),
+    the raw ``text``, its parsed ``exposition``, and the failed attempts before it."""
+
+    time: float
+    text: str
+    exposition: Exposition
+    attempts: int = 1
+    retry_reasons: tuple[str, ...] = ()
+
+
+class _Retryable(Exception):
+    def __init__(self, fault: ObserveError) -> None:
+        super().__init__(fault.message)
+        self.fault = fault
+
+
+def _chain(err: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    cur: BaseException | None = err
+    while cur is not None and cur not in seen and len(seen) < 20:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+        if cur is None and seen[-1].args:
+            nested = [a for a in seen[-1].args if isinstance(a, BaseException)]
+            cur = nested[0] if nested else None
+    return seen
+
+
+def _classify_connection_error(err: BaseException, where: str) -> ObserveError:
+    chain = _chain(err)
+    text = " ".join(str(e) for e in chain).lower()
+    if any(isinstance(e, socket.gaierror) for e in chain) or "name or service not known" in text \
+            or "nodename nor servname" in text or "failed to resolve" in text \
+            or "temporary failure in name resolution" in text or "nameresolutionerror" in text:
+        host = urlsplit(where).hostname
+        return DNSFault(f"cannot resolve host {host!r} of {where}")
+    if any(isinstance(e, ConnectionRefusedError) for e in chain) or "connection refused" in text:
+        return ConnectionFault(f"connection refused by {where} (is the server running on that port?)")
+    if any(isinstance(e, ConnectionResetError) for e in chain) or "reset by peer" in text:
+        return ConnectionFault(f"connection to {where} was reset")
+    if "remotedisconnected" in text or "closed connection without response" in text:
+        return ConnectionFault(f"{where} closed the connection without an answer")
+    return ConnectionFault(f"cannot connect to {where} ({type(chain[-1]).__name__})")
+
+
+class Scraper:
+    """Fetches and parses ``/metrics`` with the retry, timeout, token and TLS policy of
+    :class:`ScrapeOptions`. ``sleep`` is injectable for tests."""
+
+    def __init__(self, options: ScrapeOptions, sleep: Callable[[float], None] = time.sleep) -> None:
+        import requests
+
+        self.options = options
+        self._sleep = sleep
+        self._session = requests.Session()
+        self._session.trust_env = False  # no proxy from the environment for a /metrics scrape
+        self._session.headers["Accept"] = _ACCEPT
+        self._session.headers["User-Agent"] = "spectune-observe"
+        if options.token:
+            self._session.headers["Authorization"] = f"Bearer {options.token}"
+        if options.insecure:
+            import urllib3
+
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+
+    def __repr__(self) -> str:  # never show headers (the token)
+        return f"Scraper({self.options.display_url!r})"
+
+    def close(self) -> None:
+        self._session.close()
+
+    def __enter__(self) -> Scraper:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ one attempt
+    def _attempt(self) -> tuple[str, str | None]:
+        import requests
+
+        opt = self.options
+        where = opt.display_url
+        verify: bool | str = opt.ca_bundle or not opt.insecure
+        deadline = time.monotonic() + opt.timeout
+        try:
+            resp = self._session.get(opt.url, timeout=(opt.timeout, opt.timeout), verify=verify,
+                                     stream=True, allow_redirects=True)
+        except requests.exceptions.SSLError as err:
+            reason = _tls_reason(err)
+            raise TLSFault(f"TLS failure talking to {where}: {reason} "
+                           "(use --ca-bundle FILE for a private CA, or --insecure)") from None
+        except requests.exceptions.Timeout:
+            raise _Retryable(TimeoutFault(f"no answer from {where} within --timeout "
+                                          f"{opt.timeout:g} s")) from None
+        except requests.exceptions.ConnectionError as err:
+            fault = _classify_connection_error(err, where)
+            if isinstance(fault, DNSFault):
+                raise fault from None
+            raise _Retryable(fault) from None
+        except requests.exceptions.InvalidURL:
+            raise ObserveUsageError(f"invalid metrics URL {where!r}") from None
+        except requests.exceptions.RequestException as err:
+            raise _Retryable(ConnectionFault(f"request to {where} failed "
+                                             f"({type(err).__name__})")) from None
+        with resp:
+            status = resp.status_code
+            if status >= 400:
+                reason = (resp.reason or "").strip()
+                hint = ""
+                if status in (401, 403):
+                    hint = (" (a bearer token is needed: set $SPECTUNE_METRICS_TOKEN, --token-env "
+                            "or --token-file)" if not opt.token else " (the bearer token was refused)")
+                elif status == 404:
+                    hint = " (is the path right? vLLM and SGLang serve /metrics)"
+                fault = HTTPStatusFault(f"{where} answered HTTP {status} {reason}{hint}".rstrip())
+                if status >= 500 or status in (408, 429):
+                    raise _Retryable(fault)
+                raise fault
+            chunks: list[bytes] = []
+            size = 0
+            try:
+                for chunk in resp.iter_content(chunk_size=65536):
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > MAX_BODY_BYTES:
+                        raise BadBodyFault(f"{where} sent more than {MAX_BODY_BYTES >> 20} MiB; "
+                                           "not a /metrics page")
+                    if time.monotonic() > deadline:
+                        raise _Retryable(TimeoutFault(f"{where} did not finish its answer within "
+                                                      f"--timeout {opt.timeout:g} s"))
+            except requests.exceptions.RequestException as err:
+                if isinstance(err, requests.exceptions.Timeout) or "timed out" in str(err).lower():
+                    raise _Retryable(TimeoutFault(f"{where} stalled mid-answer beyond --timeout "
+                                                  f"{opt.timeout:g} s")) from None
+                raise _Retryable(ConnectionFault(f"{where} broke the connection mid-answer")) from None
+            encoding = resp.encoding or "utf-8"
+            try:
+                text = b"".join(chunks).decode(encoding, errors="strict")
+            except (UnicodeDecodeError, LookupError):
+                raise BadBodyFault(f"{where} sent bytes that are not text (not Prometheus metrics)") \
+                    from None
+            return text, resp.headers.get("Content-Type")
+
+    # ------------------------------------------------------------------ with retries
+    def scrape(self) -> Scrape:
+        """One scrape, retried on transient faults; raises the last fault when all attempts fail."""
+        opt = self.options
+        reasons: list[str] = []
+        attempts = 1 + opt.retries
+        for i in range(attempts):
+            try:
+                text, ctype = self._attempt()
+                when = time.time()
+                try:
+                    expo = parse_exposition(text, ctype)
+                except BadBodyFault as err:
+                    raise BadBodyFault(f"{opt.display_url}: {err.message}") from None
+                return Scrape(when, text, expo, i + 1, tuple(reasons))
+            except _Retryable as r:
+                reasons.append(self._clean(r.fault.message))
+                if i + 1 < attempts:
+                    self._sleep(min(opt.backoff * 2 ** i, MAX_BACKOFF_SECONDS))
+                    continue
+                fault = r.fault
+                more = f" ({attempts} attempts)" if attempts > 1 else ""
+                raise type(fault)(self._clean(fault.message) + more) from None
+            except ObserveError as err:
+                raise type(err)(self._clean(err.message)) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _clean(self, message: str) -> str:
+        return scrub(message, self.options.token, urlsplit(self.options.url).password)
+
+    def get_json(self, path: str) -> Any:
+        """Best-effort GET of another path on the same server (``/version``); None on any failure."""
+        import requests
+
+        parts = urlsplit(self.options.url)
+        url = urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+        verify: bool | str = self.options.ca_bundle or not self.options.insecure
+        try:
+            resp = self._session.get(url, timeout=min(self.options.timeout, 3.0), verify=verify,
+                                     headers={"Accept": "application/json"})
+            if resp.status_code != 200:
+                return None
+            return resp.json()
+        except (requests.exceptions.RequestException, ValueError):
+            return None
+
+
+def _tls_reason(err: BaseException) -> str:
+    text = " ".join(str(e) for e in _chain(err))
+    for needle, say in (("CERTIFICATE_VERIFY_FAILED", "certificate verification failed"),
+                        ("certificate verify failed", "certificate verification failed"),
+                        ("WRONG_VERSION_NUMBER", "the server does not speak TLS on that port"),
+                        ("wrong version number", "the server does not speak TLS on that port"),
+                        ("hostname mismatch", "certificate does not match the host name"),
+                        ("doesn't match", "certificate does not match the host name")):
+        if needle in text:
+            return say
+    return "handshake failed"

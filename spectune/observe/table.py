@@ -1,0 +1,88 @@
+"""Human table (and markdown) of an ``Observation`` document, registered with spectune.render."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spectune.render import Document, grid, table_for
+
+
+def _n(x: Any, fmt: str = "{:,.0f}") -> str:
+    if x is None:
+        return "n/a"
+    return fmt.format(x)
+
+
+def _hist_row(h: dict[str, Any] | None, what: str, unit: str, scale: float = 1.0, digits: int = 1) -> str:
+    if not h:
+        return "unknown"
+    mean = h.get("mean")
+    if not h.get("count"):
+        return f"no {what} in the window"
+    return f"mean {mean * scale:.{digits}f} {unit} over {h['count']:,} {what}"
+
+
+@table_for("Observation")
+def observation_table(doc: Document, fmt: str) -> str:
+    eng, win, spec = doc["engine"], doc["window"], doc["speculation"]
+    op, acc = doc["operating_point"], doc["acceptance"]
+    md = fmt == "markdown"
+    ver = eng.get("version") or "version not shown"
+    model = doc.get("model_name") or "model not labelled"
+    title = f"{eng['name']} ({ver}), {model}, {doc['source']['kind']} {doc['source']['where']}"
+    if win.get("start"):
+        span = (f"window {win['start']} .. {win['end']} ({win['seconds']:.1f} s, {win['samples']} samples"
+                f", every {win['interval_seconds']:g} s" if win.get("interval_seconds") else "")
+        span += f", {win['failed_samples']} failed)" if win.get("failed_samples") else ")"
+    else:
+        secs = f"~{win['seconds']:.1f} s of logging periods" if win.get("seconds") else "duration unknown"
+        span = f"{win['samples']} log line(s), {secs}"
+    out = [f"**{title}**" if md else title, "", span, f"metrics: {eng['metrics']}", ""]
+
+    k = spec.get("num_speculative_tokens")
+    mdl = spec.get("mean_draft_length")
+    rows = [
+        ["drafts (verify passes with drafts)", _n(spec.get("drafts"))],
+        ["draft tokens", _n(spec.get("draft_tokens"))],
+        ["accepted tokens", _n(spec.get("accepted_tokens"))],
+        ["K (positions)", _n(k)],
+        ["mean draft length", "n/a" if mdl is None else f"{mdl:.3f}"],
+        ["mean acceptance length (1 + accepted/drafts)", _n(spec.get("mean_acceptance_length"), "{:.3f}")],
+        ["draft acceptance rate (accepted/draft tokens)",
+         _n(spec.get("draft_acceptance_rate"), "{:.1%}")],
+    ]
+    out.append(grid(rows, ["speculation", "value"], fmt))
+    pp = spec.get("per_position")
+    if pp:
+        prow = [[i + 1, f"{a:,.1f}" if a % 1 else f"{a:,.0f}", f"{m:.3f}", f"{c:.3f}"]
+                for i, (a, m, c) in enumerate(zip(pp["accepted"], pp["marginal"], pp["conditional"]))]
+        out.append(grid(prow, ["position", "accepted", "accepted/drafts (vLLM)", "conditional a_i"], fmt))
+    else:
+        out.append(f"per-position acceptance: not available. {spec.get('per_position_note') or ''}\n")
+    out.append(f"basis: {spec['basis']}\n")
+
+    run = op.get("running")
+    dist = ", ".join(f"{d['running']}: {d['samples']}" for d in run["distribution"]) if run else ""
+    orows = [
+        ["running requests", f"mean {run['mean']:.2f} over {run['samples']} samples ({dist})" if run
+         else "unknown"],
+        ["prompt length", _hist_row(op.get("prompt_tokens"), "finished requests", "tokens")],
+        ["generation length", _hist_row(op.get("generation_tokens"), "finished requests", "tokens")],
+        ["tokens per engine step", _hist_row(op.get("iteration_tokens"), "steps", "tokens", digits=2)],
+        ["inter-token latency", _hist_row(op.get("inter_token_latency_seconds"), "tokens", "ms", 1e3, 2)],
+    ]
+    out.append(grid(orows, ["operating point", "value"], fmt))
+    if op.get("note"):
+        out.append(f"({op['note']})\n")
+    segs = doc.get("segments") or []
+    if len(segs) > 1:
+        srows = [[i + 1, s["start"], f"{s['seconds']:.1f}", s["samples"], _n(s.get("drafts")),
+                  _n(s.get("accepted_tokens")), s.get("reset_before") or ""] for i, s in enumerate(segs)]
+        out.append(grid(srows, ["segment", "start", "seconds", "samples", "drafts", "accepted",
+                                "reset before it"], fmt))
+    rates = ", ".join(f"{r:.3f}" for r in acc["conditional"])
+    out.append(f"acceptance for recommend ({acc['kind']}): a = [{rates}]")
+    out.append(f"  source: {acc['source']}")
+    for n in doc.get("notes") or []:
+        out.append(f"note: {n}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,264 @@
+"""vLLM's ``/metrics``: speculative-decoding counters, the operating point, model names.
+
+V1 engine (vLLM >= 0.8; the only engine since V0 was removed), counters with labels
+``engine`` (one series per engine core / DP rank) and ``model_name``:
+
+* ``vllm:spec_decode_num_drafts_total`` — verify passes that carried >= 1 draft token;
+* ``vllm:spec_decode_num_draft_tokens_total`` — draft tokens proposed;
+* ``vllm:spec_decode_num_accepted_tokens_total`` — draft tokens accepted;
+* ``vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0".."K-1"}`` — drafts whose
+  token at that position was accepted (so accepted_i / drafts is vLLM's "per-position
+  acceptance rate", a marginal probability).
+
+All are summed over engines. The older V0 engine exposed
+``vllm:spec_decode_num_accepted_tokens_total``, ``..._num_draft_tokens_total``,
+``..._num_emitted_tokens_total`` (counters) and the gauges
+``vllm:spec_decode_draft_acceptance_rate`` / ``vllm:spec_decode_efficiency``; there, each
+verify emits exactly one token that was not drafted, so drafts = emitted - accepted and
+K = draft tokens / drafts; no per-position data exists.
+
+Operating point: ``vllm:num_requests_running`` (gauge, summed over engines at each
+sample), and deltas of the histograms ``vllm:request_prompt_tokens``,
+``vllm:request_generation_tokens`` (requests that finished in the window),
+``vllm:iteration_tokens_total`` (tokens per engine step) and
+``vllm:inter_token_latency_seconds`` (V0: ``vllm:time_per_output_token_seconds``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from spectune.acceptance import Acceptance
+from spectune.observe.exposition import Exposition, Series
+from spectune.observe.faults import NoSpeculativeTraffic, ObserveUsageError, SpeculationNotEnabled
+from spectune.observe.observation import (
+    AcceptanceInfo,
+    EngineInfo,
+    Observation,
+    OperatingPoint,
+    SegmentInfo,
+    Source,
+    Speculation,
+    Window,
+    distribution,
+    histogram_summary,
+    iso,
+    speculation,
+)
+from spectune.observe.window import Capture, HistogramDelta, Segment, histogram_delta, split_segments, summed_delta
+
+PREFIX = "vllm:"
+DRAFTS = "vllm:spec_decode_num_drafts_total"
+DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+V0_EMITTED = "vllm:spec_decode_num_emitted_tokens_total"
+V0_GAUGES = ("vllm:spec_decode_draft_acceptance_rate", "vllm:spec_decode_efficiency")
+RUNNING = "vllm:num_requests_running"
+PROMPT = "vllm:request_prompt_tokens"
+GENERATION = "vllm:request_generation_tokens"
+ITERATION = "vllm:iteration_tokens_total"
+ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
+
+V1_METRICS = "vllm:spec_decode_* counters (V1 engine, per-position)"
+V0_METRICS = "vllm:spec_decode_* counters (V0 engine: accepted/draft/emitted, no per-position)"
+
+
+def is_vllm(expo: Exposition) -> bool:
+    return any(n.startswith(PREFIX) for n in expo.names())
+
+
+def model_names(expo: Exposition) -> list[str]:
+    """The ``model_name`` label values seen on any ``vllm:`` sample."""
+    found = set()
+    for name in expo.names_starting(PREFIX):
+        for s in expo.get(name):
+            m = s.label("model_name")
+            if m is not None:
+                found.add(m)
+    return sorted(found)
+
+
+def resolve_model(expo: Exposition, wanted: str | None) -> str | None:
+    """The model to observe: ``wanted`` (must be present), the only one, or fail listing them."""
+    names = model_names(expo)
+    if wanted is not None:
+        if wanted not in names:
+            have = ", ".join(names) or "none"
+            raise ObserveUsageError(f"--model-name {wanted!r} is not served here (models: {have})")
+        return wanted
+    if len(names) > 1:
+        raise ObserveUsageError(f"the server serves several models ({', '.join(names)}); "
+                                "choose one with --model-name")
+    return names[0] if names else None
+
+
+def _select(model: str | None):  # type: ignore[no-untyped-def]
+    if model is None:
+        return None
+
+    def where(s: Series) -> bool:
+        return s.label("model_name") in (model, None)
+
+    return where
+
+
+def flavour(expo: Exposition, model: str | None) -> str:
+    """``v1`` or ``v0`` spec-decode metrics; raises :class:`SpeculationNotEnabled` without any."""
+    where = _select(model)
+    if expo.get(DRAFTS, where):
+        return "v1"
+    if expo.get(V0_EMITTED, where) or any(expo.get(g, where) for g in V0_GAUGES):
+        return "v0"
+    if expo.get(ACCEPTED, where) and expo.get(DRAFT_TOKENS, where):
+        return "v0"
+    about = f" for model {model!r}" if model else ""
+    raise SpeculationNotEnabled(
+        f"speculative decoding is not enabled on this vLLM server{about}: its /metrics has no "
+        "vllm:spec_decode_* metrics (start vLLM with --speculative-config)")
+
+
+def _positions(expo: Exposition, where) -> dict[int, float]:  # type: ignore[no-untyped-def]
+    out: dict[int, float] = {}
+    for s in expo.get(PER_POS, where):
+        pos = s.label("position")
+        if pos is None or not pos.lstrip("-").isdigit():
+            continue
+        out[int(pos)] = out.get(int(pos), 0.0) + s.value
+    return out
+
+
+def _pos_delta(first: Exposition, last: Exposition, where) -> dict[int, float]:  # type: ignore[no-untyped-def]
+    a, b = _positions(first, where), _positions(last, where)
+    return {p: max(0.0, v - a.get(p, 0.0)) for p, v in b.items()}
+
+
+def _hist(snaps: Sequence[Exposition], segs: Sequence[Segment], names: tuple[str, ...],
+          where) -> HistogramDelta | None:  # type: ignore[no-untyped-def]
+    for name in names:
+        total: HistogramDelta | None = None
+        for g in segs:
+            h = histogram_delta(snaps[g.first], snaps[g.last], name, where)
+            if h is not None:
+                total = h if total is None else total + h
+        if total is not None:
+            return total
+    return None
+
+
+def analyse(capture: Capture, model: str | None) -> Observation:
+    """The Observation of one captured window of a vLLM server."""
+    snaps = [s.exposition for s in capture.snapshots]
+    times = [s.time for s in capture.snapshots]
+    where = _select(model)
+    kind = flavour(snaps[0], model)
+    segs = split_segments(capture.snapshots, (PREFIX,))
+    notes = list(capture.notes)
+
+    # ---- per segment
+    seg_rows: list[tuple[Segment, float, float, float, dict[int, float], float | None]] = []
+    for g in segs:
+        a, b = snaps[g.first], snaps[g.last]
+        acc = summed_delta(a, b, ACCEPTED, where) or 0.0
+        dtok = summed_delta(a, b, DRAFT_TOKENS, where) or 0.0
+        if kind == "v1":
+            drafts = summed_delta(a, b, DRAFTS, where) or 0.0
+            pos = _pos_delta(a, b, where)
+            emitted = None
+        else:
+            emitted = summed_delta(a, b, V0_EMITTED, where)
+            drafts = (emitted - acc) if emitted is not None else 0.0
+            pos = {}
+        seg_rows.append((g, drafts, dtok, acc, pos, emitted))
+
+    seg_info = tuple(SegmentInfo(iso(g.start) or "", iso(g.end) or "", g.seconds, g.samples, d, t, a, g.reset_before)
+                     for g, d, t, a, _, _ in seg_rows)
+    seconds = times[-1] - times[0]
+    if len(segs) > 1:
+        notes.append(f"counter reset{'s' if len(segs) > 2 else ''} in the window: split into "
+                     f"{len(segs)} segments; the interval across each reset is excluded")
+    for g in segs:
+        if g.samples == 1 and len(segs) > 1:
+            notes.append(f"segment starting {iso(g.start)} has a single sample: no deltas from it")
+
+    # ---- which segments make the acceptance
+    active = [r for r in seg_rows if r[1] > 0]
+    if not active:
+        about = f" for model {model!r}" if model else ""
+        raise NoSpeculativeTraffic(
+            f"no speculative traffic in the window{about}: 0 drafts in {seconds:.1f} s "
+            f"({len(snaps)} samples); speculation is enabled (the counters exist) but nothing "
+            "was drafted: send traffic or widen --window")
+    ks = {max(r[4]) + 1 if r[4] else None for r in active}
+    if len(segs) == 1:
+        basis = "one segment (no counter reset)"
+        chosen = active
+    elif len(ks) == 1:
+        basis = f"summed over {len(active)} of {len(segs)} segments (counter resets excluded)"
+        chosen = active
+    else:
+        best = max(active, key=lambda r: r[1])
+        chosen = [best]
+        basis = (f"the segment with most drafts ({iso(best[0].start)}, {best[1]:g} drafts): segments "
+                 "report different numbers of positions, so they are not summed")
+    drafts = sum(r[1] for r in chosen)
+    dtok = sum(r[2] for r in chosen)
+    acc = sum(r[3] for r in chosen)
+    per_pos: dict[int, float] = {}
+    for r in chosen:
+        for p, v in r[4].items():
+            per_pos[p] = per_pos.get(p, 0.0) + v
+    k_pos = max(per_pos) + 1 if per_pos else None
+    accepted_pp = tuple(per_pos.get(i, 0.0) for i in range(k_pos)) if k_pos else ()
+
+    version = capture.engine_version
+    vtxt = f"vLLM {version}" if version else "vLLM"
+    mtxt = f", model {model}" if model else ""
+    when = f"{iso(times[0])} + {seconds:.0f} s"
+    if kind == "v1":
+        spec = speculation(drafts, dtok, acc, accepted_pp, k_pos, basis)
+        if k_pos and drafts > 0 and dtok < drafts * k_pos - 0.5:
+            notes.append(f"mean draft length {dtok / drafts:.2f} < K = {k_pos}: some drafts were "
+                         "shorter than K (e.g. n-gram matches near the end of the context); "
+                         "per-position rates count a missing draft token as not accepted")
+        assert spec.per_position is not None
+        acceptance = AcceptanceInfo(
+            "per-position", spec.per_position.conditional,
+            f"measured: {vtxt} at {capture.source}{mtxt}, {when}, {drafts:g} drafts "
+            "(per-position counters)")
+    else:
+        k = round(dtok / drafts) if drafts > 0 else None
+        tau = 1.0 + acc / drafts
+        spec = Speculation(drafts, dtok, acc, k, dtok / drafts, tau, acc / dtok if dtok else None,
+                           None, "vLLM V0 metrics have no per-position counts; the acceptance "
+                                 "given to recommend is the i.i.d. alpha matching the mean length",
+                           basis)
+        if k is None or k < 1:
+            raise NoSpeculativeTraffic("vLLM V0 metrics: cannot derive the draft length from the window")
+        a = Acceptance.from_mean_length(min(max(tau, 1.0), k + 1.0), k,
+                                        f"measured: {vtxt} V0 at {capture.source}{mtxt}, {when}: "
+                                        "i.i.d. alpha from mean acceptance length")
+        acceptance = AcceptanceInfo("mean-length", a.rates, a.source)
+
+    # ---- operating point (all samples for the gauge; in-segment deltas for histograms)
+    running = [float(sum(s.value for s in e.get(RUNNING, where))) for e in snaps if e.has(RUNNING)]
+    op = OperatingPoint(
+        running=distribution(running),
+        prompt_tokens=histogram_summary(_hist(snaps, segs, (PROMPT,), where)),
+        generation_tokens=histogram_summary(_hist(snaps, segs, (GENERATION,), where)),
+        iteration_tokens=histogram_summary(_hist(snaps, segs, (ITERATION,), where)),
+        inter_token_latency_seconds=histogram_summary(_hist(snaps, segs, ITL, where)),
+        note="prompt/generation lengths are those of requests that finished in the window; "
+             "running requests are sampled at each scrape")
+    return Observation(
+        engine=EngineInfo("vllm", version, V1_METRICS if kind == "v1" else V0_METRICS),
+        model_name=model,
+        source=Source("metrics", capture.source),
+        window=Window(iso(times[0]), iso(times[-1]), seconds, capture.interval_seconds, len(snaps),
+                      capture.failed_samples),
+        speculation=spec,
+        segments=seg_info,
+        operating_point=op,
+        acceptance=acceptance,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,214 @@
+"""JSON Schemas (draft 2020-12) of every machine-readable document spectune prints.
+
+``spectune schema`` lists the kinds, ``spectune schema KIND`` prints one schema. Each
+document is a versioned envelope: ``apiVersion: spectune/v1`` and ``kind``; fields are
+described (with units) in docs/schema.md. The schemas are closed (no unknown keys), so a
+field added to a document without documenting it here fails the schema tests.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from spectune.errors import InputError
+from spectune.render import API_VERSION
+
+Schema = dict[str, Any]
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+NUM: Schema = {"type": "number"}
+INT: Schema = {"type": "integer"}
+NONNEG_INT: Schema = {"type": "integer", "minimum": 0}
+POS_INT: Schema = {"type": "integer", "minimum": 1}
+STR: Schema = {"type": "string"}
+BOOL: Schema = {"type": "boolean"}
+FRACTION: Schema = {"type": "number", "minimum": 0, "maximum": 1}
+
+
+def _nullable(s: Schema) -> Schema:
+    return {"anyOf": [s, {"type": "null"}]}
+
+
+def _obj(props: dict[str, Schema], required: list[str] | None = None, description: str = "") -> Schema:
+    out: Schema = {"type": "object"}
+    if description:
+        out["description"] = description
+    out["properties"] = props
+    out["required"] = list(props) if required is None else required
+    out["additionalProperties"] = False
+    return out
+
+
+def _arr(items: Schema, min_items: int = 0) -> Schema:
+    out: Schema = {"type": "array", "items": items}
+    if min_items:
+        out["minItems"] = min_items
+    return out
+
+
+def _doc(kind: str, description: str, props: dict[str, Schema],
+         required: list[str] | None = None) -> Schema:
+    body = {"apiVersion": {"const": API_VERSION}, "kind": {"const": kind}, **props}
+    req = ["apiVersion", "kind", *(list(props) if required is None else required)]
+    return {"$schema": DIALECT, "$id": f"urn:spectune:schema:v1:{kind}", "title": kind,
+            **_obj(body, req, description)}
+
+
+METADATA = _obj({"spectune": STR, "schema": STR})
+PARALLELISM = _obj({"tp": POS_INT, "ep": POS_INT, "dp": POS_INT})
+
+RECOMMENDATION = _doc("Recommendation", "gamma* and predicted speedup per operating point", {
+    "metadata": METADATA,
+    "deployment": _obj({
+        "name": STR,
+        "gpu": _obj({"key": STR, "name": STR, "bandwidth_fraction": FRACTION,
+                     "flops_fraction": FRACTION}),
+        "model": _obj({"name": STR, "params": NONNEG_INT, "weights": STR, "experts": STR,
+                       "kv_cache": STR}),
+        "drafter": _obj({"kind": {"enum": ["draft_model", "eagle", "eagle3", "mtp", "ngram",
+                                           "cost_ratio"]},
+                         "name": STR, "path": _nullable(STR)}),
+        "parallelism": PARALLELISM,
+        "engine": _obj({"name": STR, "version": _nullable(STR)}),
+        "gamma_max": POS_INT,
+        "tie_tolerance": NUM,
+    }),
+    "acceptance": _obj({"source": STR, "conditional": _arr(FRACTION, 1),
+                        "measured_positions": POS_INT, "expected_tokens": _arr(NUM, 1),
+                        "extrapolation": _nullable(STR)}),
+    "gammas": _arr(NONNEG_INT, 1),
+    "batch_sizes": _arr(POS_INT, 1),
+    "context_lengths": _arr(NONNEG_INT, 1),
+    "points": _arr(_obj({
+        "batch": POS_INT, "context": NONNEG_INT, "gamma": NONNEG_INT, "speedup": NUM,
+        "speculate": BOOL, "limiter": STR, "step_seconds": NUM, "plain_step_seconds": NUM,
+        "speedups": _arr(NUM, 1),
+    }), 1),
+    "notes": _arr(STR),
+})
+
+_COMPONENT = _obj({
+    "name": STR, "flops": NUM, "bytes": NUM, "seconds": NUM, "intensity": NUM,
+    "bound": {"enum": ["compute", "memory", "fixed"]}, "marginal_cost": NUM,
+    "share": NUM,
+})
+_STEP_PROPS: dict[str, Schema] = {
+    "gpu": STR, "model": STR, "batch": POS_INT, "tokens": POS_INT, "context": NONNEG_INT,
+    "parallelism": PARALLELISM, "engine": _nullable(STR), "achieved": BOOL,
+    "components": _arr(_COMPONENT, 1), "total_seconds": NUM, "marginal_cost": NUM,
+}
+STEP_COST = _doc("StepCost", "cost of one forward pass per GPU, by component", _STEP_PROPS)
+STEP_COST_SWEEP = _doc("StepCostSweep", "the same pass at several batch sizes",
+                       {"steps": _arr(_obj(_STEP_PROPS), 1)})
+
+SPEEDUP = _doc("Speedup", "predicted speedup of one gamma (closed form or roofline)", {
+    "formula": STR, "alpha": FRACTION, "gamma": NONNEG_INT, "draft_cost": NUM,
+    "gpu": STR, "model": STR, "drafter": STR, "batch": POS_INT, "context": NONNEG_INT,
+    "acceptance": STR, "expected_tokens": NUM, "plain_step_seconds": NUM,
+    "verify_seconds": NUM, "draft_seconds": NUM, "speedup": NUM,
+}, required=["formula", "gamma", "expected_tokens", "speedup"])
+
+PROFILE_LIST = _doc("ProfileList", "built-in profiles and shipped examples", {
+    "profiles": _arr(_obj({"kind": {"enum": ["gpus", "models", "drafters", "engines", "examples"]},
+                           "name": STR, "description": STR})),
+})
+
+_RANGE = {"type": "array", "prefixItems": [POS_INT, POS_INT, NONNEG_INT], "minItems": 3,
+          "maxItems": 3, "description": "[first batch size, last batch size, gamma], inclusive"}
+CHECK_REPORT = _doc("CheckReport", "a serving configuration's speculation against the recommendation", {
+    "metadata": METADATA,
+    "verdict": {"enum": ["pass", "fail"]},
+    "exit_code": {"enum": [0, 1]},
+    "tolerance": FRACTION,
+    "summary": STR,
+    "config": _obj({
+        "file": STR,
+        "format": {"enum": ["vllm-config-file", "command-line", "kubernetes"]},
+        "line": _nullable(POS_INT),
+        "engine": {"enum": ["vllm", "sglang"]},
+        "method": _nullable(STR),
+        "model": _nullable(STR),
+        "speculate": BOOL,
+        "num_speculative_tokens": _nullable(POS_INT),
+        "schedule": _nullable(_arr(_RANGE, 1)),
+        "schedule_active": BOOL,
+        "data_parallel_size": POS_INT,
+        "sglang": _nullable(_obj({
+            "num_steps": _nullable(NONNEG_INT), "eagle_topk": _nullable(POS_INT),
+            "num_draft_tokens": _nullable(POS_INT), "adaptive": BOOL,
+            "adaptive_config": _nullable(STR)})),
+    }),
+    "profile": _obj({
+        "name": STR, "model": STR,
+        "drafter": _obj({"kind": STR, "name": STR, "path": _nullable(STR)}),
+        "engine": STR, "gamma_max": POS_INT,
+    }),
+    "points": _arr(_obj({
+        "batch": POS_INT, "context": NONNEG_INT,
+        "configured_gamma": NONNEG_INT, "configured_speedup": NUM,
+        "recommended_gamma": NONNEG_INT, "recommended_speedup": NUM,
+        "shortfall": NUM, "slows_down": BOOL, "ok": BOOL,
+        "plain_tokens_per_s": NUM, "configured_tokens_per_s": NUM, "recommended_tokens_per_s": NUM,
+    }), 1),
+    "failing_points": NONNEG_INT,
+    "worst": _obj({"batch": POS_INT, "context": NONNEG_INT, "shortfall": NUM}),
+    "warnings": _arr(STR),
+    "fix": _nullable(_obj({
+        "engine": {"enum": ["vllm", "sglang"]},
+        "format": {"enum": ["vllm-config-file", "command-line"]},
+        "snippet": STR,
+        "adaptive_config": STR,
+    }, required=["engine", "format", "snippet"])),
+    "notes": _arr(STR),
+})
+
+SCHEMAS: dict[str, Schema] = {
+    "Recommendation": RECOMMENDATION,
+    "StepCost": STEP_COST,
+    "StepCostSweep": STEP_COST_SWEEP,
+    "Speedup": SPEEDUP,
+    "ProfileList": PROFILE_LIST,
+    "CheckReport": CHECK_REPORT,
+}
+
+DESCRIPTIONS = {
+    "Recommendation": "spectune recommend -o yaml|json",
+    "StepCost": "spectune cost (one --batch) -o yaml|json",
+    "StepCostSweep": "spectune cost (several --batch) -o yaml|json",
+    "Speedup": "spectune speedup -o yaml|json",
+    "ProfileList": "spectune profiles list -o yaml|json",
+    "CheckReport": "spectune check -o yaml|json",
+}
+
+
+def _observation_schema() -> Schema | None:
+    """The observe subsystem's document schema, when it publishes one."""
+    try:
+        from spectune.observe import observation as obs  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    schema = getattr(obs, "OBSERVATION_SCHEMA", None)
+    return schema if isinstance(schema, dict) else None
+
+
+def kinds() -> dict[str, str]:
+    """Every documented kind and the command that prints it."""
+    out = dict(DESCRIPTIONS)
+    if _observation_schema() is not None:
+        out["Observation"] = "spectune observe -o yaml|json"
+    return out
+
+
+def schema_for(kind: str) -> Schema:
+    """The JSON Schema of ``kind`` (case-insensitive); InputError for an unknown kind."""
+    table = dict(SCHEMAS)
+    obs = _observation_schema()
+    if obs is not None:
+        table["Observation"] = obs
+    for name, schema in table.items():
+        if name.lower() == kind.lower():
+            return schema
+    close = difflib.get_close_matches(kind, list(table), n=2, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise InputError(f"unknown document kind {kind!r}{hint} (kinds: {', '.join(table)})")
