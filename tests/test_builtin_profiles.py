@@ -7,8 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from spectune.profiles import (builtin_names, examples_dir, load_deployment, load_drafter,
-                               load_engine, load_gpu, load_model, profiles_dir)
+from spectune.profiles import (
+    builtin_names,
+    examples_dir,
+    load_deployment,
+    load_drafter,
+    load_engine,
+    load_gpu,
+    load_model,
+    profiles_dir,
+)
 from spectune.recommend import recommend
 
 
