@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 EXAMPLE = ROOT / "examples" / "deepseek-v4-flash-b200-mtp.yaml"
 
 
@@ -27,7 +28,7 @@ def cold_runs(n: int = 7) -> list[float]:
     for _ in range(n):
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "spectune", "recommend", str(EXAMPLE)],
-                       check=True, stdout=subprocess.DEVNULL)
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append(time.perf_counter() - t0)
     return times
 

@@ -123,6 +123,14 @@ class Model:
     def n_layers(self) -> int:
         return sum(g.count for g in self.layers)
 
+    def distinct_layers(self) -> tuple[LayerGroup, ...]:
+        """Identical layers merged whatever their order (cost does not depend on order):
+        DeepSeek-V4's alternating CSA/HCA stack is priced as 3 groups, not 42."""
+        counts: dict[tuple[Attention, DenseFFN | MoE], int] = {}
+        for g in self.layers:
+            counts[(g.attention, g.ffn)] = counts.get((g.attention, g.ffn), 0) + g.count
+        return tuple(LayerGroup(n, a, f) for (a, f), n in counts.items())
+
     @property
     def head_vocab(self) -> int:
         return self.lm_head_vocab or self.vocab_size

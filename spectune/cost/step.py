@@ -44,7 +44,7 @@ def layer_works(model: Model, par: Parallelism, B: Array, T: Array, S: Array) ->
     """FLOPs and bytes of every roofline component of ``model``, summed over its layers."""
     h = model.hidden_size
     works: dict[str, Work] = {}
-    for group in model.layers:
+    for group in model.distinct_layers():
         att = group.attention
         for name, w in attention_work(att, model, par, B, T, S).items():
             _add(works, name, w.scaled(group.count))
@@ -67,7 +67,7 @@ def layer_works(model: Model, par: Parallelism, B: Array, T: Array, S: Array) ->
 
 def comm_cost(model: Model, gpu: GPU, par: Parallelism, B: Array, T: Array) -> Component | None:
     total: Component | None = None
-    for group in model.layers:
+    for group in model.distinct_layers():
         ffn = group.ffn
         is_moe = isinstance(ffn, MoE)
         top_k = ffn.top_k if isinstance(ffn, MoE) else 0
