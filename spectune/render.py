@@ -113,7 +113,7 @@ def _recommendation_table(doc: Document, fmt: str) -> str:
     rates = ", ".join(f"{r:.2f}" for r in acc["conditional"])
     lines = [title, f"acceptance: {acc['source']} (a = {rates})", ""]
     if fmt == "markdown":
-        lines = [f"**{title}**", "", f"acceptance: {acc['source']} (a = {rates})", ""]
+        lines = [f"**{title}**", "", f"acceptance: {acc['source']} (a = {rates})", "", ""]
     legend = ("cell: gamma* and predicted throughput speedup over plain decode; "
               "'0  off' = speculation does not pay there")
     return "\n".join(lines) + grid(rows, headers, fmt) + "\n" + legend + "\n"
