@@ -1,0 +1,113 @@
+"""Cost-model rules beyond the seeds: parallelism, KV writes, drafters, achieved rates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spectune.cost import draft_cost, step_cost
+from spectune.cost.attention import attention_work
+from spectune.cost.moe import moe_work
+from spectune.deployment import Engine, Parallelism
+from spectune.profiles import load_drafter, load_engine, load_gpu, load_model
+
+ONE = np.array(1.0)
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return load_gpu("h100-sxm")
+
+
+def test_components_sum_to_total(h100) -> None:
+    m = load_model("llama-3.1-8b")
+    c = step_cost(m, h100, Parallelism(), load_engine("vllm"), 8, 4, 4096)
+    assert float(c.seconds) == pytest.approx(sum(float(x.seconds) for x in c.components.values()))
+
+
+def test_tensor_parallel_shards_dense_weights(h100) -> None:
+    m = load_model("llama-3.1-70b")
+    w1 = step_cost(m, h100, Parallelism(tp=1), None, 1, 1, 1024).works["dense-ffn"].weight_bytes
+    w4 = step_cost(m, h100, Parallelism(tp=4), None, 1, 1, 1024).works["dense-ffn"].weight_bytes
+    assert float(w4) == pytest.approx(float(w1) / 4)
+
+
+def test_gqa_kv_heads_shard_down_to_one_per_gpu() -> None:
+    m = load_model("llama-3.1-70b")  # 8 KV heads
+    att = m.layers[0].attention
+    kv = {tp: float(attention_work(att, m, Parallelism(tp=tp), ONE, ONE, np.array(8192.0))
+                    ["attention-gqa"].kv_bytes) for tp in (1, 8, 16)}
+    assert kv[8] == pytest.approx(kv[1] / 8, rel=1e-3)
+    assert kv[16] == pytest.approx(kv[8], rel=1e-3)  # replicated past one head per GPU
+
+
+def test_mla_latent_is_read_whole_on_every_tp_rank_but_split_by_dp() -> None:
+    m = load_model("deepseek-v3")
+    att = m.layers[-1].attention
+    S = np.array(16384.0)
+    kv = lambda par: float(attention_work(att, m, par, np.array(8.0), ONE, S)["attention-mla"].kv_bytes)  # noqa: E731
+    assert kv(Parallelism(tp=8)) == pytest.approx(kv(Parallelism(tp=1)))
+    assert kv(Parallelism(tp=1, dp=8, ep=8)) == pytest.approx(kv(Parallelism(tp=1)) / 8)
+
+
+def test_expert_parallel_spreads_experts_and_adds_all_to_all(h100) -> None:
+    m = load_model("deepseek-v3")
+    moe = m.layers[-1].ffn
+    w1 = moe_work(moe, m.hidden_size, "fp8", "bf16", Parallelism(), np.array(1024.0), ONE)
+    w8 = moe_work(moe, m.hidden_size, "fp8", "bf16", Parallelism(dp=8, ep=8), np.array(1024.0), ONE)
+    # 1024 tokens touch all 256 experts; with EP8 each GPU holds and reads 32 of them
+    assert float(w8.weight_bytes - moe.shared_params(m.hidden_size)) == pytest.approx(
+        float(w1.weight_bytes - moe.shared_params(m.hidden_size)) / 8, rel=0.01)
+    c = step_cost(m, h100, Parallelism(dp=8, ep=8), None, 64, 1, 4096)
+    assert "comm" in c.components and float(c.components["comm"].seconds) > 0
+    assert "comm" not in step_cost(m, h100, Parallelism(), None, 64, 1, 4096).components
+
+
+def test_achieved_rates_are_slower_than_peak(h100) -> None:
+    m = load_model("llama-3.1-8b")
+    peak = step_cost(m, h100, Parallelism(), None, 1, 1, 1024, achieved=False).seconds
+    real = step_cost(m, h100, Parallelism(), None, 1, 1, 1024).seconds
+    assert float(real) == pytest.approx(float(peak) / h100.bandwidth_fraction, rel=0.02)
+
+
+def test_engine_overhead_is_its_own_fixed_component(h100) -> None:
+    m = load_model("llama-3.1-8b")
+    e = load_engine("vllm")
+    c = step_cost(m, h100, Parallelism(), e, 1, 1, 1024)
+    over = c.components["overhead"]
+    assert float(over.seconds) == pytest.approx(e.pass_overhead + e.layer_overhead * 32)
+    assert str(over.bound()) == "fixed"
+    spec = step_cost(m, h100, Parallelism(), e, 4, 3, 1024).components["overhead"]
+    assert float(spec.seconds) == pytest.approx(float(over.seconds) + e.spec_step_overhead
+                                                + e.verify_token_cost * 12)
+
+
+def test_drafter_costs(h100) -> None:
+    m = load_model("llama-3.1-8b")
+    e = load_engine("vllm")
+    B, S = np.array(4.0), np.array(2048.0)
+    c0 = step_cost(m, h100, Parallelism(), e, B, 1, S).seconds
+    ngram = load_drafter("ngram")
+    assert float(draft_cost(ngram, h100, Parallelism(), e, B, np.array(5.0), S, c0)) == 0.0
+    head = load_drafter("eagle3-llama-3.1-8b")
+    g = np.arange(5.0)
+    d = draft_cost(head, h100, Parallelism(), e, B, g, S, c0)
+    assert d[0] == 0.0 and (np.diff(d) > 0).all()
+    one_pass = step_cost(head.model, h100, Parallelism(), e, B, 1, S, role="draft").seconds
+    # each extra draft is one more pass (plus a first pass one position wider: <0.1%)
+    assert float(d[4] - d[3]) == pytest.approx(float(one_pass), rel=1e-3)
+    assert float(one_pass) < 0.25 * float(c0)  # a one-layer head is cheap next to the target
+
+
+def test_eagle3_head_scores_its_draft_vocabulary(h100) -> None:
+    head = load_drafter("eagle3-llama-3.1-8b").model
+    assert head is not None and head.head_vocab == 32000
+    c = step_cost(head, h100, Parallelism(), None, 1, 1, 1024)
+    assert float(c.works["lm-head"].weight_bytes) == pytest.approx(32000 * 4096 * 2)
+
+
+def test_unknown_engine_none_means_pure_roofline(h100) -> None:
+    m = load_model("llama-3.1-8b")
+    assert "overhead" not in step_cost(m, h100, Parallelism(), None, 1, 1, 1).components
+    zero = Engine("zero", 0, 0, 0, 0)
+    assert float(step_cost(m, h100, Parallelism(), zero, 1, 1, 1).components["overhead"].seconds) == 0
