@@ -81,6 +81,12 @@ class Component:
             self.fixed_seconds + other.fixed_seconds,
         )
 
+    def scaled(self, factor: float) -> Component:
+        """The same component repeated ``factor`` times (e.g. over identical layers)."""
+        return Component(self.flops * factor, self.bytes * factor, self.seconds * factor,
+                         self.compute_seconds * factor, self.memory_seconds * factor,
+                         self.fixed_seconds * factor)
+
     def bound(self) -> NDArray[np.str_]:
         """``compute``, ``memory`` or ``fixed``: which term sets this component's time."""
         out = np.where(self.compute_seconds > self.memory_seconds, "compute", "memory")

@@ -66,29 +66,29 @@ def layer_works(model: Model, par: Parallelism, B: Array, T: Array, S: Array) ->
 
 
 def comm_cost(model: Model, gpu: GPU, par: Parallelism, B: Array, T: Array) -> Component | None:
+    """Collectives of every layer, or None on a single GPU."""
+    if par.tp == 1 and par.ep == 1:
+        return None
     total: Component | None = None
     for group in model.distinct_layers():
         ffn = group.ffn
-        is_moe = isinstance(ffn, MoE)
         top_k = ffn.top_k if isinstance(ffn, MoE) else 0
-        c = comm_component(gpu, par, model.hidden_size, model.act_dtype, top_k, is_moe, B, T)
-        c = Component(*(getattr(c, f) * group.count for f in
-                        ("flops", "bytes", "seconds", "compute_seconds", "memory_seconds",
-                         "fixed_seconds")))
+        c = comm_component(gpu, par, model.hidden_size, model.act_dtype, top_k,
+                           isinstance(ffn, MoE), B, T).scaled(group.count)
         total = c if total is None else total + c
-    if par.tp == 1 and par.ep == 1:
-        return None
     return total
 
 
 def overhead_seconds(model: Model, engine: Engine, par: Parallelism, B: Array, T: Array,
                      speculative: ArrayLike, role: str = "target") -> Array:
-    """Engine time outside the kernels' rooflines for one pass (seconds)."""
-    per_pass = engine.pass_overhead if role == "target" else engine.draft_pass_overhead
-    base = per_pass + engine.layer_overhead * model.n_layers
-    verify = np.where(speculative, engine.spec_step_overhead
-                      + engine.verify_token_cost * np.asarray(B, float) / par.dp * T, 0.0)
-    return base + verify if role == "target" else base + 0.0 * verify
+    """Engine time outside the kernels' rooflines for one pass (seconds): a fixed cost per
+    pass and per layer; a target pass on the speculative path adds the speculative step's
+    fixed cost and a cost per verified token (B/dp * T per GPU)."""
+    if role == "draft":
+        return np.asarray(engine.draft_pass_overhead + engine.layer_overhead * model.n_layers)
+    base = engine.pass_overhead + engine.layer_overhead * model.n_layers
+    tokens = np.asarray(B, dtype=float) / par.dp * T
+    return base + np.where(speculative, engine.spec_step_overhead + engine.verify_token_cost * tokens, 0.0)
 
 
 def step_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
