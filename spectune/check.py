@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -109,7 +109,7 @@ def _yaml_docs(text: str, file: str) -> list[tuple[Any, yaml.Node]]:
         raise InputError(f"not valid YAML: {problem}", file, mark.line + 1 if mark else None) from None
     finally:
         loader.dispose()
-    return [(d, n) for d, n in docs if d is not None]
+    return [(d, n) for d, n in docs if d is not None and n is not None]
 
 
 def _child(node: yaml.Node | None, key: str | int) -> yaml.Node | None:
@@ -265,6 +265,11 @@ def _engine_command(words: list[str]) -> tuple[str, list[str]] | None:
     return None
 
 
+def _is_shell_c(word: str, flag: str) -> bool:
+    """``sh -c`` / ``bash -lc``: the next word is a script."""
+    return word.rsplit("/", 1)[-1] in ("sh", "bash", "dash", "zsh") and bool(re.fullmatch(r"-\w*c\w*", flag))
+
+
 def _find_commands(text: str, file: str, base_line: int = 0) -> list[_Command]:
     out = []
     for words, line in _shell_commands(text, file):
@@ -274,7 +279,7 @@ def _find_commands(text: str, file: str, base_line: int = 0) -> list[_Command]:
             continue
         # sh -c '...' / bash -lc "..." nest a script
         for i, w in enumerate(words[:-1]):
-            if w.rsplit("/", 1)[-1] in ("sh", "bash", "dash", "zsh") and re.fullmatch(r"-\w*c\w*", words[i + 1]):
+            if _is_shell_c(w, words[i + 1]):
                 if i + 2 < len(words):
                     out += _find_commands(words[i + 2], file, base_line + line - 1)
                 break
@@ -346,7 +351,7 @@ def _from_kubernetes(docs: list[tuple[Any, yaml.Node]], file: str) -> Configured
                 found.append((_Command(hit[0], hit[1], line), name))
                 continue
             for i, w in enumerate(words[:-1]):
-                if w.rsplit("/", 1)[-1] in ("sh", "bash", "dash", "zsh") and re.fullmatch(r"-\w*c\w*", words[i + 1]):
+                if _is_shell_c(w, words[i + 1]):
                     if i + 2 < len(words):
                         k = i + 2
                         item = (_child(_child(cnode, "command"), k) if k < len(command)
@@ -406,7 +411,10 @@ def _json_value(raw: str, what: str, file: str, line: int | None) -> Any:
                          file, line) from None
 
 
-def _vllm_file_options(data: dict[str, Any], file: str, node: yaml.Node | None) -> list[tuple[str, Any, int | None]]:
+Option = tuple[str, Any, int | None]
+
+
+def _vllm_file_options(data: dict[str, Any], file: str, node: yaml.Node | None) -> list[Option]:
     """Options of a ``vllm serve --config`` file as (option, value, line), in file order."""
     out = []
     for key, value in data.items():
@@ -415,8 +423,8 @@ def _vllm_file_options(data: dict[str, Any], file: str, node: yaml.Node | None) 
 
 
 def _vllm_from_args(conf: Configured, args: list[str], folder: Path) -> None:
-    opts: list[tuple[str, Any, int | None]] = []
-    file_opts: list[tuple[str, Any, int | None]] = []
+    opts: list[Option] = []
+    file_opts: list[Option] = []
     for opt, val in _split_options(args):
         if opt is None:
             continue
@@ -436,8 +444,8 @@ def _vllm_from_args(conf: Configured, args: list[str], folder: Path) -> None:
     _vllm_apply(conf, file_opts, opts, conf.file)
 
 
-def _vllm_apply(conf: Configured, file_opts: list[tuple[str, Any, int | None]],
-                cli_opts: list[tuple[str, Any, int | None]], file: str) -> None:
+def _vllm_apply(conf: Configured, file_opts: list[Option],
+                cli_opts: list[Option], file: str) -> None:
     """Resolve vLLM's speculative settings: config file first, command line over it, dotted
     ``--speculative-config.KEY`` values combined and applied last (as FlexibleArgumentParser
     re-appends them), then ``--spec-method/--spec-model/--spec-tokens``."""
@@ -466,7 +474,7 @@ def _vllm_apply(conf: Configured, file_opts: list[tuple[str, Any, int | None]],
             aliases[{"--spec-method": "method", "--spec-model": "model",
                      "--spec-tokens": "num_speculative_tokens"}[opt]] = val
         elif opt in ("--speculative-model", "--num-speculative-tokens"):
-            legacy[{"--speculative-model": "model", "--num-speculative-tokens": "num_speculative_tokens"}[opt]] = val
+            legacy["model" if opt == "--speculative-model" else "num_speculative_tokens"] = val
         elif opt in ("--data-parallel-size", "-dp"):
             conf.data_parallel = _int(val, opt, file, line)
     if dotted:
@@ -676,7 +684,8 @@ def _sglang_from_args(conf: Configured, args: list[str], folder: Path) -> None:
     conf.sglang["num_steps"] = s
 
 
-def _sglang_adaptive(path: str | None, folder: Path, file: str) -> tuple[dict[int, list[int]] | None, str | None]:
+def _sglang_adaptive(path: str | None, folder: Path,
+                     file: str) -> tuple[dict[int, list[int]] | None, str | None]:
     if path is None:
         return {int(k): v for k, v in SGLANG_DEFAULT_ADAPTIVE.items()}, (
             "--speculative-adaptive without a config: SGLang's built-in candidates are evaluated")
@@ -733,32 +742,48 @@ def _same_method(engine: str, configured: str, expected: str) -> bool:
     return configured == expected
 
 
-def _fix(rec: Recommendation, conf: Configured) -> tuple[dict[str, Any] | None, list[str]]:
-    """The recommended settings for the configured engine, in the configured form."""
-    from spectune.emit import build_snippet
+def _fix(rec: Recommendation, conf: Configured) -> tuple[dict[str, Any] | None, list[str],
+                                                       Callable[[int], int] | None]:
+    """The recommended settings for the configured engine, in the configured form, and the
+    gamma they run at each batch size."""
+    from spectune.emit import make_plan
+    from spectune.emit.sglang import render_adaptive, render_args, sglang_settings
+    from spectune.emit.vllm import render_json, render_yaml, vllm_speculative_config
+
+    plan = make_plan(rec)
+
+    def fixed(k: int) -> Callable[[int], int]:
+        return lambda _b: k
 
     try:
         if conf.engine == "vllm":
+            cfg, notes = vllm_speculative_config(rec, plan=plan)
+            gamma_at = fixed(0)
+            if cfg is not None:
+                k = int(cfg["num_speculative_tokens"])
+                sched = [(lo, hi, g) for lo, hi, g in cfg.get("num_speculative_tokens_per_batch_size") or []]
+                gamma_at = (lambda b: lookup(sched, b, k)) if sched else fixed(k)
             if conf.form == "vllm-config-file":
-                snip = build_snippet(rec, "vllm-yaml")
-                return {"engine": "vllm", "format": "vllm-config-file", "snippet": snip.text}, snip.notes
-            snip = build_snippet(rec, "vllm")
-            text = "--speculative-config " + shlex.quote(snip.text.strip()) + "\n"
-            if snip.text.strip() == "null":
+                return ({"engine": "vllm", "format": "vllm-config-file", "snippet": render_yaml(cfg, rec)},
+                        notes, gamma_at)
+            text = "--speculative-config " + shlex.quote(render_json(cfg).strip()) + "\n"
+            if cfg is None:
                 text = "# remove --speculative-config: speculation does not pay at these operating points\n"
-            return {"engine": "vllm", "format": "command-line", "snippet": text}, snip.notes
-        snip = build_snippet(rec, "sglang")
-        text = snip.text if snip.text.strip() else (
-            "# remove every --speculative-* flag: speculation does not pay at these operating points\n")
-        adaptive = None
-        if "--speculative-adaptive-config" in snip.text:
-            adaptive = build_snippet(rec, "sglang-adaptive-config").text
-        doc = {"engine": "sglang", "format": "command-line", "snippet": text}
-        if adaptive:
-            doc["adaptive_config"] = adaptive
-        return doc, snip.notes
+            return {"engine": "vllm", "format": "command-line", "snippet": text}, notes, gamma_at
+        settings = sglang_settings(rec, plan=plan)
+        doc: dict[str, Any] = {"engine": "sglang", "format": "command-line", "snippet": render_args(settings)}
+        if not settings.args:
+            doc["snippet"] = ("# remove every --speculative-* flag: speculation does not pay at these "
+                              "operating points\n")
+            return doc, settings.notes, fixed(0)
+        if settings.adaptive_config is not None:
+            doc["adaptive_config"] = render_adaptive(settings)
+            sched = list(plan.schedule)
+            return doc, settings.notes, lambda b: lookup(sched, b)
+        steps = int(settings.args[settings.args.index("--speculative-num-steps") + 1])
+        return doc, settings.notes, fixed(steps)
     except InputError as exc:
-        return None, [f"no fix can be emitted: {exc.message}"]
+        return None, [f"no fix can be emitted: {exc.message}"], None
 
 
 def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANCE) -> CheckResult:
@@ -832,8 +857,26 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
                    + (f"; speculation slows {slow} point(s) down" if slow else ""))
     else:
         summary = (f"all {n} operating points within {tolerance * 100:g}% of the recommended speedup")
-    fix, fix_notes = _fix(rec, conf) if failing else (None, [])
-    notes += fix_notes
+    fix: dict[str, Any] | None = None
+    if failing:
+        fix, fix_notes, fix_gamma = _fix(rec, conf)
+        notes += fix_notes
+        if fix is not None and fix_gamma is not None:
+            worst_fix = (0.0, 0, 0)
+            for i, b in enumerate(rec.grid.batch):
+                for j, s in enumerate(rec.grid.context):
+                    g = fix_gamma(int(b))
+                    sp_f = 1.0 if g == 0 else float(rec.grid.speedup[i, j, g])
+                    short = 1.0 - sp_f / float(rec.speedup_star[i, j])
+                    if short > worst_fix[0]:
+                        worst_fix = (short, int(b), int(s))
+            fix["max_shortfall"] = sig(max(worst_fix[0], 0.0), 4)
+            if worst_fix[0] > tolerance:
+                notes.append(
+                    f"even the recommended settings leave {worst_fix[0] * 100:.1f}% on the table at batch "
+                    f"{worst_fix[1]}, context {worst_fix[2]}: gamma* changes with context length there and "
+                    "the engine sets one gamma per batch size; raise --tolerance or split the profile by "
+                    "context length")
     sg = conf.sglang
     doc = envelope("CheckReport", {
         "metadata": {"spectune": __version__, "schema": "docs/schema.md#checkreport"},

@@ -352,9 +352,13 @@ def _batch_mix(values: tuple[str, ...]) -> dict[int, float] | None:
               help="Observed share of time at a batch size (repeatable); picks the static gamma "
                    "when one must serve every batch size (vLLM with dp > 1, SGLang without "
                    "adaptive speculation). Default: the profile's operating points, equally.")
+@click.option("--observed", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Take the batch mix from a `spectune observe -o yaml` file (its distribution "
+                   "of running requests).")
 @click.option("--adaptive-config-path", default="spectune-sglang-adaptive.json", show_default=True,
               help="With sglang: the file name --speculative-adaptive-config points at.")
-def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], adaptive_config_path: str) -> None:
+def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: str | None,
+                 adaptive_config_path: str) -> None:
     """Print the serving-engine settings for PROFILE's recommendation, and nothing else.
 
     \b
@@ -377,8 +381,18 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], adaptive_c
     from spectune.profiles import load_deployment
     from spectune.recommend import recommend as run
 
+    mix = _batch_mix(batch_mix)
+    if observed:
+        from spectune.observe.observation import load_observation
+
+        running = load_observation(observed).operating_point.running
+        values = {v: float(n) for v, n in (running.values if running else ()) if v > 0}
+        if not values:
+            raise InputError(f"{observed}: the observation has no running-request distribution "
+                             "(observe the server's /metrics URL to get one)")
+        mix = {**values, **(mix or {})}
     rec = run(load_deployment(profile))
-    plan = make_plan(rec, _batch_mix(batch_mix))
+    plan = make_plan(rec, mix)
     if kind == "sglang":
         settings = sglang_settings(rec, plan=plan, adaptive_path=adaptive_config_path)
         notes, text = settings.notes, render_args(settings)
@@ -447,6 +461,13 @@ def schema_command(kind: str | None) -> None:
             click.echo(f"{k:<{width}}  {where}")
         return
     click.echo(json.dumps(schema_for(kind), indent=2))
+
+
+# --------------------------------------------------------------------------- observe
+# Options and rendering live in spectune/observe/command.py (issue 4); no arithmetic here.
+from spectune.observe.command import observe as _observe  # noqa: E402
+
+cli.add_command(_observe, "observe")
 
 
 def main() -> None:

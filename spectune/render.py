@@ -184,7 +184,7 @@ def _check_table(doc: Document, fmt: str) -> str:
                      f"{p['configured_speedup']:.2f}x", gamma(p["recommended_gamma"]),
                      f"{p['recommended_speedup']:.2f}x", f"{max(p['shortfall'], 0.0) * 100:.1f}%", mark])
     headers = ["batch", "context", "configured γ", "speedup", "recommended γ*", "speedup",
-               "shortfall", ""]
+               "shortfall", "status"]
     verdict = "PASS" if doc["verdict"] == "pass" else "FAIL"
     if cfg["speculate"]:
         sched = cfg["schedule"] if cfg["schedule_active"] else None

@@ -159,7 +159,41 @@ CHECK_REPORT = _doc("CheckReport", "a serving configuration's speculation agains
         "format": {"enum": ["vllm-config-file", "command-line"]},
         "snippet": STR,
         "adaptive_config": STR,
-    }, required=["engine", "format", "snippet"])),
+        "max_shortfall": NUM,
+    }, required=["engine", "format", "snippet", "max_shortfall"])),
+    "notes": _arr(STR),
+})
+
+_HIST = _nullable(_obj({"count": NUM, "sum": NUM, "mean": _nullable(NUM),
+                        "buckets": _arr(_obj({"le": NUM, "count": NUM}))}))
+_NNUM = _nullable(NUM)
+OBSERVATION = _doc("Observation", "what `spectune observe` measured on a running server (or log)", {
+    "schema": {"const": 1},
+    "engine": _obj({"name": {"enum": ["vllm", "sglang"]}, "version": _nullable(STR), "metrics": STR}),
+    "model_name": _nullable(STR),
+    "source": _obj({"kind": {"enum": ["metrics", "log"]}, "where": STR}),
+    "window": _obj({"start": _nullable(STR), "end": _nullable(STR), "seconds": _NNUM,
+                    "interval_seconds": _NNUM, "samples": NONNEG_INT, "failed_samples": NONNEG_INT}),
+    "speculation": _obj({
+        "drafts": _NNUM, "draft_tokens": _NNUM, "accepted_tokens": _NNUM,
+        "num_speculative_tokens": _nullable(NONNEG_INT), "mean_draft_length": _NNUM,
+        "mean_acceptance_length": _NNUM, "draft_acceptance_rate": _NNUM,
+        "per_position": _nullable(_obj({"accepted": _arr(NUM), "marginal": _arr(NUM),
+                                        "conditional": _arr(NUM)})),
+        "per_position_note": _nullable(STR), "basis": STR,
+    }),
+    "segments": _arr(_obj({"start": STR, "end": STR, "seconds": NUM, "samples": NONNEG_INT,
+                           "drafts": _NNUM, "draft_tokens": _NNUM, "accepted_tokens": _NNUM,
+                           "reset_before": _nullable(STR)})),
+    "operating_point": _obj({
+        "running": _nullable(_obj({"samples": NONNEG_INT, "mean": _NNUM,
+                                   "distribution": _arr(_obj({"running": NONNEG_INT,
+                                                              "samples": NONNEG_INT}))})),
+        "prompt_tokens": _HIST, "generation_tokens": _HIST, "iteration_tokens": _HIST,
+        "inter_token_latency_seconds": _HIST, "note": _nullable(STR),
+    }),
+    "acceptance": _obj({"kind": {"enum": ["per-position", "mean-length"]},
+                        "conditional": _arr(FRACTION, 1), "source": STR}),
     "notes": _arr(STR),
 })
 
@@ -170,6 +204,7 @@ SCHEMAS: dict[str, Schema] = {
     "Speedup": SPEEDUP,
     "ProfileList": PROFILE_LIST,
     "CheckReport": CHECK_REPORT,
+    "Observation": OBSERVATION,
 }
 
 DESCRIPTIONS = {
@@ -179,33 +214,18 @@ DESCRIPTIONS = {
     "Speedup": "spectune speedup -o yaml|json",
     "ProfileList": "spectune profiles list -o yaml|json",
     "CheckReport": "spectune check -o yaml|json",
+    "Observation": "spectune observe -o yaml|json",
 }
-
-
-def _observation_schema() -> Schema | None:
-    """The observe subsystem's document schema, when it publishes one."""
-    try:
-        from spectune.observe import observation as obs  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    schema = getattr(obs, "OBSERVATION_SCHEMA", None)
-    return schema if isinstance(schema, dict) else None
 
 
 def kinds() -> dict[str, str]:
     """Every documented kind and the command that prints it."""
-    out = dict(DESCRIPTIONS)
-    if _observation_schema() is not None:
-        out["Observation"] = "spectune observe -o yaml|json"
-    return out
+    return dict(DESCRIPTIONS)
 
 
 def schema_for(kind: str) -> Schema:
     """The JSON Schema of ``kind`` (case-insensitive); InputError for an unknown kind."""
-    table = dict(SCHEMAS)
-    obs = _observation_schema()
-    if obs is not None:
-        table["Observation"] = obs
+    table = SCHEMAS
     for name, schema in table.items():
         if name.lower() == kind.lower():
             return schema

@@ -124,7 +124,8 @@ def throughput(grid: SpeedupGrid) -> np.ndarray:
             / (grid.verify + grid.draft))
 
 
-def static_gamma(rec: Recommendation, weights: Mapping[int, float] | None = None) -> tuple[int, dict[int, float]]:
+def static_gamma(rec: Recommendation,
+                 weights: Mapping[int, float] | None = None) -> tuple[int, dict[int, float]]:
     """The single gamma that maximises mean predicted throughput over the batch mix
     (uniform over contexts) and the normalised mix it was chosen for."""
     grid = rec.grid

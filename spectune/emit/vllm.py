@@ -124,7 +124,7 @@ def render_yaml(cfg: dict[str, Any] | None, rec: Recommendation) -> str:
                             default_flow_style=False, width=100)
 
 
-class _Flow(list):  # type: ignore[type-arg]
+class _Flow(list[int]):
     """A schedule entry, written as ``[lo, hi, K]`` on one line."""
 
 

@@ -1,0 +1,323 @@
+"""Serving-engine snippets from a recommendation: vLLM speculative_config (JSON, YAML, Python)
+and SGLang flags, through the library and the command line.
+
+SGLang's flags are checked against SGLang's own argument declarations, kept in
+tests/data/sglang_spec_args.json (built from the sglang 0.5.23 wheel's
+python/sglang/srt/arg_groups/fields/spec.py with SGLang's add_cli_args_from_dataclass; see
+its "source"). The vLLM snippets are checked by vLLM itself in tests/test_emit_vllm.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from builders import DATA, profile
+from click.testing import CliRunner
+
+from spectune.cli import cli
+from spectune.emit import build_snippet, emit_snippet, make_plan
+from spectune.emit.plan import lookup, per_batch_gamma, schedule_ranges
+from spectune.errors import InputError
+from spectune.profiles import deployment_from_doc, parse_yaml
+from spectune.recommend import Recommendation, recommend
+
+LLAMA8B = json.loads((DATA / "Llama-3.1-8B.json").read_text())
+SGLANG = json.loads((DATA / "sglang_spec_args.json").read_text())
+EAGLE3 = {"kind": "eagle3", "name": "eagle3-test", "path": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+          "hf_config": {**LLAMA8B, "num_hidden_layers": 1, "architectures": ["LlamaForCausalLMEagle3"]}}
+VARYING = {"drafter": {"kind": "ngram"}, "acceptance": {"alpha": 0.6},
+           "workload": {"batch_sizes": [1, 4, 16, 64, 256], "context_lengths": [2048]}}
+NEVER = {"drafter": {"kind": "draft_model", "path": "meta-llama/Llama-3.1-8B",
+                     "hf_config": LLAMA8B}, "acceptance": {"alpha": 0.1}}
+
+
+def rec_of(**over: Any) -> Recommendation:
+    return recommend(deployment_from_doc(parse_yaml(yaml.safe_dump(profile(**over)), "<test>")))
+
+
+def write(tmp_path: Path, name: str = "dep.yaml", **over: Any) -> Path:
+    f = tmp_path / name
+    f.write_text(yaml.safe_dump(profile(**over), sort_keys=False))
+    return f
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+# --------------------------------------------------------------------------- plan
+def test_schedule_ranges_cover_every_batch_without_gaps_or_overlaps() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        batches = sorted(rng.sample(range(1, 5000), rng.randint(1, 12)))
+        per = [(b, rng.randint(0, 6)) for b in batches]
+        ranges = schedule_ranges(per)
+        assert ranges[0][0] == 1
+        assert ranges[-1][1] == batches[-1]
+        for (_, hi, g), (lo2, _, g2) in itertools.pairwise(ranges):
+            assert lo2 == hi + 1  # contiguous: no gap, no overlap
+            assert g != g2  # equal neighbours are merged
+        assert all(lo <= hi for lo, hi, _ in ranges)
+        for b, g in per:  # every declared batch size runs its own gamma
+            assert lookup(ranges, b) == g
+
+
+def test_lookup_reads_schedules_as_vllm_does() -> None:
+    sched = [(1, 16, 3), (32, 128, 2)]
+    assert lookup(sched, 1) == 3
+    assert lookup(sched, 20) == 3  # a gap takes the previous K
+    assert lookup(sched, 64) == 2
+    assert lookup(sched, 4096) == 2  # past the last range: the last K
+    assert lookup(sched, 8, cap=2) == 2  # clamped to num_speculative_tokens
+
+
+def test_per_batch_gamma_follows_gamma_star_and_averages_over_contexts() -> None:
+    rec = rec_of(drafter=EAGLE3, acceptance={"per_position": [0.8, 0.75, 0.7, 0.65]},
+                 workload={"batch_sizes": [1, 16, 256], "context_lengths": [1024, 32768]})
+    per = dict(per_batch_gamma(rec))
+    sp = rec.grid.speedup
+    for i, b in enumerate(rec.grid.batch):
+        row = rec.gamma_star[i]
+        if (row == row[0]).all():
+            assert per[int(b)] == row[0]
+        else:  # the chosen K is (within the tie tolerance) the best mean over contexts
+            mean = sp[i].mean(axis=0)
+            assert mean[per[int(b)]] >= mean.max() / (1 + rec.deployment.tie_tolerance) - 1e-12
+
+
+# --------------------------------------------------------------------------- vLLM
+def test_vllm_json_schedules_gamma_by_batch_size() -> None:
+    rec = rec_of(**VARYING)
+    plan = make_plan(rec)
+    assert plan.varies, "this deployment's gamma* should change with batch size"
+    cfg = json.loads(emit_snippet(rec, "vllm"))
+    assert cfg["method"] == "ngram" and "model" not in cfg
+    sched = cfg["num_speculative_tokens_per_batch_size"]
+    assert cfg["num_speculative_tokens"] == max(k for _, _, k in sched) == plan.max_gamma
+    assert sched[0][0] == 1 and sched[-1][1] == max(rec.grid.batch)
+    for (_, hi, _), (lo, _, _) in itertools.pairwise(sched):
+        assert lo == hi + 1
+    for i, b in enumerate(rec.grid.batch):
+        k = lookup([tuple(r) for r in sched], int(b), cfg["num_speculative_tokens"])
+        assert k == rec.gamma_star[i, 0]
+
+
+def test_vllm_static_when_gamma_star_is_flat(runner: CliRunner) -> None:
+    res = runner.invoke(cli, ["recommend", "examples/ci/profile.yaml", "--emit", "vllm"])
+    assert res.exit_code == 0, res.output
+    cfg = json.loads(res.stdout)
+    assert cfg == {"method": "eagle3", "model": "lmsys/SGLang-EAGLE3-Llama-3.1-8B-Instruct-SpecForge",
+                   "num_speculative_tokens": 2}
+
+
+def test_vllm_data_parallel_gets_one_static_k_with_a_note(tmp_path: Path, runner: CliRunner) -> None:
+    over = {**VARYING, "parallelism": {"tp": 1, "dp": 4}, "workload": {
+        "batch_sizes": [4, 16, 64, 256, 1024], "context_lengths": [2048]}}
+    rec = rec_of(**over)
+    plan = make_plan(rec)
+    assert plan.varies
+    res = runner.invoke(cli, ["recommend", str(write(tmp_path, **over)), "--emit", "vllm"])
+    assert res.exit_code == 0, res.output
+    cfg = json.loads(res.stdout)
+    assert "num_speculative_tokens_per_batch_size" not in cfg
+    assert cfg["num_speculative_tokens"] == plan.static_gamma
+    assert "data_parallel_size > 1" in res.stderr
+    # the static K maximises mean predicted throughput over the operating points
+    from spectune.emit.plan import throughput
+
+    mean = throughput(rec.grid).mean(axis=(0, 1))
+    assert mean[plan.static_gamma] >= mean.max() / (1 + rec.deployment.tie_tolerance)
+
+
+def test_static_k_follows_the_observed_batch_mix() -> None:
+    rec = rec_of(**VARYING)
+    small = make_plan(rec, {1: 1.0}).static_gamma
+    large = make_plan(rec, {256: 1.0}).static_gamma
+    assert small == rec.gamma_star[0, 0] and large == rec.gamma_star[-1, 0]
+    assert small > large
+
+
+def test_speculation_off_everywhere(runner: CliRunner, tmp_path: Path) -> None:
+    rec = rec_of(**NEVER)
+    assert (rec.gamma_star == 0).all()
+    f = write(tmp_path, **NEVER)
+    res = runner.invoke(cli, ["recommend", str(f), "--emit", "vllm"])
+    assert res.exit_code == 0 and res.stdout == "null\n"
+    assert "speculation does not pay" in res.stderr
+    res = runner.invoke(cli, ["recommend", str(f), "--emit", "vllm-yaml"])
+    assert yaml.safe_load(res.stdout) == {"speculative-config": None}
+    res = runner.invoke(cli, ["recommend", str(f), "--emit", "sglang"])
+    assert res.exit_code == 0 and res.stdout.strip() == ""
+    assert "no speculative flags" in res.stderr
+
+
+def test_vllm_yaml_and_python_carry_the_same_config(runner: CliRunner, tmp_path: Path) -> None:
+    f = write(tmp_path, **VARYING)
+    as_json = json.loads(runner.invoke(cli, ["recommend", str(f), "--emit", "vllm"]).stdout)
+    as_yaml = yaml.safe_load(runner.invoke(cli, ["recommend", str(f), "--emit", "vllm-yaml"]).stdout)
+    assert as_yaml == {"speculative-config": as_json}
+    py = runner.invoke(cli, ["emit", str(f), "vllm-python"]).stdout
+    scope: dict[str, Any] = {}
+    exec(compile(py, "<emitted>", "exec"), scope)
+    assert scope["speculative_config"] == as_json
+
+
+def test_snippets_are_byte_identical(runner: CliRunner, tmp_path: Path) -> None:
+    f = write(tmp_path, **VARYING)
+    for kind in ("vllm", "vllm-yaml", "sglang"):
+        a = runner.invoke(cli, ["recommend", str(f), "--emit", kind])
+        b = runner.invoke(cli, ["recommend", str(f), "--emit", kind])
+        assert a.exit_code == 0 and a.stdout_bytes == b.stdout_bytes
+    for kind in ("vllm-python", "sglang-adaptive-config"):
+        f2 = write(tmp_path, "eagle.yaml", drafter=EAGLE3, acceptance={"per_position": [0.8, 0.7, 0.6]},
+                   workload={"batch_sizes": [1, 64, 512, 2048], "context_lengths": [1024]})
+        a = runner.invoke(cli, ["emit", str(f2), kind])
+        b = runner.invoke(cli, ["emit", str(f2), kind])
+        assert a.stdout_bytes == b.stdout_bytes
+
+
+@pytest.mark.parametrize("engine", ["vllm", "vllm-yaml", "sglang"])
+def test_drafter_the_engine_cannot_run_is_an_input_error(engine: str, runner: CliRunner,
+                                                        tmp_path: Path) -> None:
+    f = write(tmp_path, drafter={"kind": "cost_ratio", "cost_ratio": 0.05})
+    res = runner.invoke(cli, ["recommend", str(f), "--emit", engine])
+    assert res.exit_code == 2
+    name = "SGLang" if engine == "sglang" else "vLLM"
+    assert f"{name} cannot run a 'cost_ratio' drafter" in res.stderr
+
+
+def test_drafter_without_weights_path_is_an_input_error() -> None:
+    rec = rec_of(drafter={**EAGLE3, "path": None}, acceptance={"alpha": 0.8})
+    for kind in ("vllm", "sglang"):
+        with pytest.raises(InputError, match="path"):
+            build_snippet(rec, kind)
+
+
+def test_sglang_refuses_ngram_and_standalone_under_attention_dp() -> None:
+    rec = rec_of(**{**VARYING, "parallelism": {"dp": 2}})
+    with pytest.raises(InputError, match="SGLang cannot run NGRAM"):
+        build_snippet(rec, "sglang")
+
+
+# --------------------------------------------------------------------------- SGLang
+def sglang_parser() -> argparse.ArgumentParser:
+    """An argparse parser with exactly SGLang's speculative options (from its own source)."""
+    p = argparse.ArgumentParser(exit_on_error=False)
+    types = {"str": str, "int": int, "float": float, None: None}
+    for opt in SGLANG["options"]:
+        kw: dict[str, Any] = {"dest": opt["dest"]}
+        if opt["action"] == "store_true":
+            kw["action"] = "store_true"
+        elif opt["action"] == "boolean_optional":
+            kw["action"] = argparse.BooleanOptionalAction
+            opt = {**opt, "flags": opt["flags"][:1]}
+        else:
+            kw["type"] = types[opt["type"]]
+            if opt["choices"]:
+                kw["choices"] = opt["choices"]
+        p.add_argument(*opt["flags"], **kw)
+    return p
+
+
+def parse_sglang(flags: str) -> argparse.Namespace:
+    ns, unknown = sglang_parser().parse_known_args(shlex.split(flags))
+    assert unknown == [], f"flags SGLang does not declare: {unknown}"
+    return ns
+
+
+SGLANG_CASES = {
+    "eagle3-varying": dict(drafter=EAGLE3, acceptance={"per_position": [0.8, 0.7, 0.6]},
+                           workload={"batch_sizes": [1, 64, 512, 2048], "context_lengths": [1024]}),
+    "eagle3-flat": dict(drafter=EAGLE3, acceptance={"alpha": 0.8}),
+    "ngram-varying": VARYING,
+    "draft-model": dict(drafter={"kind": "draft_model", "path": "meta-llama/Llama-3.2-1B",
+                                 "hf_config": {**LLAMA8B, "num_hidden_layers": 2}},
+                        acceptance={"alpha": 0.8}),
+    "mtp": dict(drafter={"kind": "mtp", "hf_config": {**LLAMA8B, "num_hidden_layers": 1}},
+                acceptance={"per_position": [0.85, 0.7]}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SGLANG_CASES))
+def test_sglang_triple_is_always_complete_and_declared_by_sglang(case: str) -> None:
+    rec = rec_of(**SGLANG_CASES[case])
+    snip = build_snippet(rec, "sglang")
+    ns = parse_sglang(snip.text)
+    assert ns.speculative_algorithm in SGLANG["speculative_algorithm_builtins"]
+    expected = {"ngram-varying": "NGRAM", "draft-model": "STANDALONE", "mtp": "NEXTN"}.get(
+        case, "EAGLE3")
+    assert ns.speculative_algorithm == expected
+    steps, topk, ndraft = (ns.speculative_num_steps, ns.speculative_eagle_topk,
+                           ns.speculative_num_draft_tokens)
+    assert None not in (steps, topk, ndraft), "a partial triple crashes SGLang"
+    assert topk == 1 and ndraft == steps + 1 and steps >= 1
+    if expected == "NGRAM":
+        assert ns.speculative_ngram_max_bfs_breadth == 1
+    if expected in ("EAGLE3", "STANDALONE"):
+        assert ns.speculative_draft_model_path == rec.deployment.drafter.path
+
+
+def test_sglang_adaptive_config_follows_sglang_rules(tmp_path: Path, runner: CliRunner) -> None:
+    rec = rec_of(**SGLANG_CASES["eagle3-varying"])
+    plan = make_plan(rec)
+    assert plan.varies
+    ns = parse_sglang(build_snippet(rec, "sglang").text)
+    assert ns.speculative_adaptive is True
+    assert ns.speculative_adaptive_config == "spectune-sglang-adaptive.json"
+    cfg = json.loads(build_snippet(rec, "sglang-adaptive-config").text)
+    keys = [int(k) for k in cfg]
+    assert all(k.isdigit() for k in cfg) and keys == sorted(keys) and keys[0] == 1
+    union = set()
+    for entry in cfg.values():
+        steps = entry["candidate_steps"]
+        assert steps and all(isinstance(s, int) and s >= 0 for s in steps)
+        union |= set(steps)
+    assert ns.speculative_num_steps in union  # SGLang refuses a num-steps outside the candidates
+    assert ns.speculative_algorithm in SGLANG["adaptive"]["supported_algorithms"]
+
+    def route(batch: int) -> int:  # adaptive_step_router: the largest key <= batch size
+        return cfg[str(max(k for k in keys if k <= batch))]["candidate_steps"][0]
+
+    for b, g in plan.per_batch:
+        assert route(b) == g
+    f = write(tmp_path, **SGLANG_CASES["eagle3-varying"])
+    res = runner.invoke(cli, ["emit", str(f), "sglang", "--adaptive-config-path", "/etc/a.json"])
+    assert "--speculative-adaptive-config /etc/a.json" in res.stdout
+
+
+def test_sglang_without_adaptive_support_gets_a_static_choice_and_a_note(runner: CliRunner,
+                                                                          tmp_path: Path) -> None:
+    f = write(tmp_path, **VARYING)
+    res = runner.invoke(cli, ["recommend", str(f), "--emit", "sglang"])
+    assert res.exit_code == 0
+    ns = parse_sglang(res.stdout)
+    assert ns.speculative_adaptive is False
+    assert ns.speculative_num_steps == make_plan(rec_of(**VARYING)).static_gamma
+    assert "supports only EAGLE/EAGLE3/NEXTN" in res.stderr
+    res = runner.invoke(cli, ["emit", str(f), "sglang-adaptive-config"])
+    assert res.exit_code == 2
+
+
+def test_emit_batch_mix_option(runner: CliRunner, tmp_path: Path) -> None:
+    f = write(tmp_path, **VARYING)
+    rec = rec_of(**VARYING)
+    res = runner.invoke(cli, ["emit", str(f), "sglang", "--batch-mix", "1:1"])
+    assert parse_sglang(res.stdout).speculative_num_steps == rec.gamma_star[0, 0]
+    res = runner.invoke(cli, ["emit", str(f), "sglang", "--batch-mix", "oops"])
+    assert res.exit_code == 2 and "BATCH:WEIGHT" in res.stderr
+
+
+def test_emit_only_prints_the_snippet_on_stdout(runner: CliRunner, tmp_path: Path) -> None:
+    f = write(tmp_path, **VARYING)
+    res = runner.invoke(cli, ["recommend", str(f), "--emit", "vllm"])
+    assert res.stdout.count("\n") == 1 and res.stdout.startswith("{")
+    assert "spectune: note:" in res.stderr and "spectune: note:" not in res.stdout
