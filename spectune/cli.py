@@ -105,8 +105,12 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
     if observed or metrics_url:
         from spectune import observe as obs
 
-        observation = (obs.load_observation(observed) if observed
-                       else obs.observe_url(metrics_url, window=window))
+        if observed:
+            observation = obs.load_observation(observed)
+        else:
+            assert metrics_url is not None
+            # the bearer token, if any, comes from $SPECTUNE_METRICS_TOKEN (never printed)
+            observation = obs.observe_url(metrics_url, window=window)
         dep = replace(dep, acceptance=obs.observation_acceptance(observation))
         point = obs.observation_operating_point(observation)
         if not batches and point.get("batch_sizes"):
