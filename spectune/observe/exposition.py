@@ -102,7 +102,7 @@ def parse_exposition(body: str, content_type: str | None = None) -> Exposition:
             types[family.name] = family.type
             for s in family.samples:
                 by_name.setdefault(s.name, []).append(Series(s.name, _labels(s.labels), float(s.value)))
-    except Exception as err:  # noqa: BLE001 - any parser failure means "not exposition text"
+    except Exception as err:
         first = str(err).splitlines()[0][:120] if str(err) else type(err).__name__
         raise BadBodyFault(f"the server answered with {_describe(body)} "
                            f"(Prometheus parser: {first})") from None

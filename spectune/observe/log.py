@@ -91,7 +91,7 @@ class LogRecord:
         if self.month_day_time is None:
             return None
         mo, d, h, mi, s, frac = self.month_day_time
-        return datetime(year, mo, d, h, mi, s, int(round(frac * 1e6)))
+        return datetime(year, mo, d, h, mi, s, round(frac * 1e6))
 
     @property
     def period_seconds(self) -> float | None:

@@ -263,7 +263,7 @@ def distribution(values: list[float]) -> Distribution | None:
     """Distribution of running-request counts over samples."""
     if not values:
         return None
-    ints = [int(round(v)) for v in values]
+    ints = [round(v) for v in values]
     counts: dict[int, int] = {}
     for v in ints:
         counts[v] = counts.get(v, 0) + 1

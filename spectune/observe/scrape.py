@@ -253,7 +253,10 @@ class Scraper:
                     raise _Retryable(TimeoutFault(f"{where} stalled mid-answer beyond --timeout "
                                                   f"{opt.timeout:g} s")) from None
                 raise _Retryable(ConnectionFault(f"{where} broke the connection mid-answer")) from None
-            encoding = resp.encoding or "utf-8"
+            # The exposition format is UTF-8; requests would assume ISO-8859-1 for a text/plain
+            # answer that names no charset, so only an explicit charset overrides UTF-8.
+            ctype_header = resp.headers.get("Content-Type") or ""
+            encoding = (resp.encoding or "utf-8") if "charset" in ctype_header.lower() else "utf-8"
             try:
                 text = b"".join(chunks).decode(encoding, errors="strict")
             except (UnicodeDecodeError, LookupError):

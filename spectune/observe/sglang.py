@@ -118,7 +118,7 @@ def analyse(capture: Capture, model: str | None, num_speculative_tokens: int | N
     snaps = [s.exposition for s in capture.snapshots]
     times = [s.time for s in capture.snapshots]
     where = _select(model)
-    check(snaps[0], model)
+    check(snaps[-1], model)
     segs = split_segments(capture.snapshots, (PREFIX,))
     notes = list(capture.notes)
     seconds = times[-1] - times[0]

@@ -17,7 +17,7 @@ def _hist_row(h: dict[str, Any] | None, what: str, unit: str, scale: float = 1.0
     if not h:
         return "unknown"
     mean = h.get("mean")
-    if not h.get("count"):
+    if not h.get("count") or mean is None:
         return f"no {what} in the window"
     return f"mean {mean * scale:.{digits}f} {unit} over {h['count']:,} {what}"
 
@@ -54,8 +54,9 @@ def observation_table(doc: Document, fmt: str) -> str:
     out.append(grid(rows, ["speculation", "value"], fmt))
     pp = spec.get("per_position")
     if pp:
+        cols = zip(pp["accepted"], pp["marginal"], pp["conditional"], strict=True)
         prow = [[i + 1, f"{a:,.1f}" if a % 1 else f"{a:,.0f}", f"{m:.3f}", f"{c:.3f}"]
-                for i, (a, m, c) in enumerate(zip(pp["accepted"], pp["marginal"], pp["conditional"]))]
+                for i, (a, m, c) in enumerate(cols)]
         out.append(grid(prow, ["position", "accepted", "accepted/drafts (vLLM)", "conditional a_i"], fmt))
     else:
         out.append(f"per-position acceptance: not available. {spec.get('per_position_note') or ''}\n")

@@ -26,7 +26,7 @@ sample), and deltas of the histograms ``vllm:request_prompt_tokens``,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from spectune.acceptance import Acceptance
 from spectune.observe.exposition import Exposition, Series
@@ -45,7 +45,15 @@ from spectune.observe.observation import (
     iso,
     speculation,
 )
-from spectune.observe.window import Capture, HistogramDelta, Segment, histogram_delta, split_segments, summed_delta
+from spectune.observe.window import (
+    Capture,
+    HistogramDelta,
+    Segment,
+    Select,
+    histogram_delta,
+    split_segments,
+    summed_delta,
+)
 
 PREFIX = "vllm:"
 DRAFTS = "vllm:spec_decode_num_drafts_total"
@@ -93,7 +101,7 @@ def resolve_model(expo: Exposition, wanted: str | None) -> str | None:
     return names[0] if names else None
 
 
-def _select(model: str | None):  # type: ignore[no-untyped-def]
+def _select(model: str | None) -> Callable[[Series], bool] | None:
     if model is None:
         return None
 
@@ -118,7 +126,7 @@ def flavour(expo: Exposition, model: str | None) -> str:
         "vllm:spec_decode_* metrics (start vLLM with --speculative-config)")
 
 
-def _positions(expo: Exposition, where) -> dict[int, float]:  # type: ignore[no-untyped-def]
+def _positions(expo: Exposition, where: Select | None) -> dict[int, float]:
     out: dict[int, float] = {}
     for s in expo.get(PER_POS, where):
         pos = s.label("position")
@@ -128,13 +136,13 @@ def _positions(expo: Exposition, where) -> dict[int, float]:  # type: ignore[no-
     return out
 
 
-def _pos_delta(first: Exposition, last: Exposition, where) -> dict[int, float]:  # type: ignore[no-untyped-def]
+def _pos_delta(first: Exposition, last: Exposition, where: Select | None) -> dict[int, float]:
     a, b = _positions(first, where), _positions(last, where)
     return {p: max(0.0, v - a.get(p, 0.0)) for p, v in b.items()}
 
 
 def _hist(snaps: Sequence[Exposition], segs: Sequence[Segment], names: tuple[str, ...],
-          where) -> HistogramDelta | None:  # type: ignore[no-untyped-def]
+          where: Select | None) -> HistogramDelta | None:
     for name in names:
         total: HistogramDelta | None = None
         for g in segs:
@@ -151,28 +159,28 @@ def analyse(capture: Capture, model: str | None) -> Observation:
     snaps = [s.exposition for s in capture.snapshots]
     times = [s.time for s in capture.snapshots]
     where = _select(model)
-    kind = flavour(snaps[0], model)
+    kind = flavour(snaps[-1], model)
     segs = split_segments(capture.snapshots, (PREFIX,))
     notes = list(capture.notes)
 
     # ---- per segment
     seg_rows: list[tuple[Segment, float, float, float, dict[int, float], float | None]] = []
     for g in segs:
-        a, b = snaps[g.first], snaps[g.last]
-        acc = summed_delta(a, b, ACCEPTED, where) or 0.0
-        dtok = summed_delta(a, b, DRAFT_TOKENS, where) or 0.0
+        e0, e1 = snaps[g.first], snaps[g.last]
+        acc = summed_delta(e0, e1, ACCEPTED, where) or 0.0
+        dtok = summed_delta(e0, e1, DRAFT_TOKENS, where) or 0.0
         if kind == "v1":
-            drafts = summed_delta(a, b, DRAFTS, where) or 0.0
-            pos = _pos_delta(a, b, where)
+            drafts = summed_delta(e0, e1, DRAFTS, where) or 0.0
+            pos = _pos_delta(e0, e1, where)
             emitted = None
         else:
-            emitted = summed_delta(a, b, V0_EMITTED, where)
+            emitted = summed_delta(e0, e1, V0_EMITTED, where)
             drafts = (emitted - acc) if emitted is not None else 0.0
             pos = {}
         seg_rows.append((g, drafts, dtok, acc, pos, emitted))
 
-    seg_info = tuple(SegmentInfo(iso(g.start) or "", iso(g.end) or "", g.seconds, g.samples, d, t, a, g.reset_before)
-                     for g, d, t, a, _, _ in seg_rows)
+    seg_info = tuple(SegmentInfo(iso(g.start) or "", iso(g.end) or "", g.seconds, g.samples, d, t, a,
+                                 g.reset_before) for g, d, t, a, _, _ in seg_rows)
     seconds = times[-1] - times[0]
     if len(segs) > 1:
         notes.append(f"counter reset{'s' if len(segs) > 2 else ''} in the window: split into "
@@ -182,6 +190,10 @@ def analyse(capture: Capture, model: str | None) -> Observation:
             notes.append(f"segment starting {iso(g.start)} has a single sample: no deltas from it")
 
     # ---- which segments make the acceptance
+    if kind == "v0" and all(r[5] is None for r in seg_rows):
+        raise SpeculationNotEnabled(
+            "these vLLM V0 metrics lack vllm:spec_decode_num_emitted_tokens_total, so the number of "
+            "drafts (emitted - accepted) cannot be derived")
     active = [r for r in seg_rows if r[1] > 0]
     if not active:
         about = f" for model {model!r}" if model else ""
@@ -235,10 +247,10 @@ def analyse(capture: Capture, model: str | None) -> Observation:
                            basis)
         if k is None or k < 1:
             raise NoSpeculativeTraffic("vLLM V0 metrics: cannot derive the draft length from the window")
-        a = Acceptance.from_mean_length(min(max(tau, 1.0), k + 1.0), k,
-                                        f"measured: {vtxt} V0 at {capture.source}{mtxt}, {when}: "
-                                        "i.i.d. alpha from mean acceptance length")
-        acceptance = AcceptanceInfo("mean-length", a.rates, a.source)
+        iid = Acceptance.from_mean_length(min(max(tau, 1.0), k + 1.0), k,
+                                          f"measured: {vtxt} V0 at {capture.source}{mtxt}, {when}: "
+                                          "i.i.d. alpha from mean acceptance length")
+        acceptance = AcceptanceInfo("mean-length", iid.rates, iid.source)
 
     # ---- operating point (all samples for the gauge; in-segment deltas for histograms)
     running = [float(sum(s.value for s in e.get(RUNNING, where))) for e in snaps if e.has(RUNNING)]

@@ -73,7 +73,8 @@ def reset_between(a: Exposition, b: Exposition, prefixes: tuple[str, ...]) -> st
     pa, pb = a.total("process_start_time_seconds"), b.total("process_start_time_seconds")
     if pa is not None and pb is not None and pa != pb:
         return "process_start_time_seconds changed (the server process restarted)"
-    for name in sorted(_counter_names(b, prefixes)):
+    # speculative-decoding counters first, so the reason names the counter that matters
+    for name in sorted(_counter_names(b, prefixes), key=lambda n: ("spec_decode" not in n, n)):
         before = _by_labels(a.get(name))
         for s in b.get(name):
             old = before.get(s.labels)

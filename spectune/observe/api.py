@@ -1,0 +1,204 @@
+"""Implementation of the public API of :mod:`spectune.observe` (see the package docstring)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from spectune.acceptance import Acceptance
+from spectune.observe import sglang as _sglang
+from spectune.observe import vllm as _vllm
+from spectune.observe.exposition import Exposition
+from spectune.observe.faults import (
+    ObserveError,
+    ObserveUsageError,
+    SpeculationNotEnabled,
+)
+from spectune.observe.observation import Observation, iso
+from spectune.observe.scrape import (
+    DEFAULT_TOKEN_ENV,
+    Scrape,
+    ScrapeOptions,
+    Scraper,
+    normalize_url,
+    redact_url,
+    resolve_token,
+)
+from spectune.observe.window import Capture, Snapshot
+
+ProgressFn = Callable[[float], None]
+
+
+def detect_engine(expo: Exposition) -> str:
+    """``vllm`` or ``sglang`` from the metric names; :class:`SpeculationNotEnabled` for neither."""
+    v, s = _vllm.is_vllm(expo), _sglang.is_sglang(expo)
+    if v and s:  # a proxy exposing both: take the one with speculative metrics
+        return "sglang" if expo.has(_sglang.ACCEPT_LENGTH) and not expo.has(_vllm.DRAFTS) else "vllm"
+    if v:
+        return "vllm"
+    if s:
+        return "sglang"
+    raise SpeculationNotEnabled("no vllm: or sglang: metrics in this /metrics page: it is not a vLLM "
+                                "or SGLang server (or a proxy hides them)")
+
+
+def _engine_version(scraper: Scraper, engine: str) -> str | None:
+    """Best effort: the scrape itself shows no version, so ask vLLM's /version or SGLang's
+    /get_server_info once; None when the server does not answer."""
+    doc = scraper.get_json("/version" if engine == "vllm" else "/get_server_info")
+    if isinstance(doc, dict) and isinstance(doc.get("version"), str):
+        return str(doc["version"])[:40]
+    return None
+
+
+class _Saver:
+    """Writes each raw scrape to DIR/scrape-NNN.txt and an index.json beside them."""
+
+    def __init__(self, folder: str | Path | None) -> None:
+        self.folder = Path(folder) if folder else None
+        self.index: list[dict[str, Any]] = []
+        if self.folder:
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise ObserveUsageError(f"cannot create --save-scrapes {folder}: {err.strerror}") from None
+
+    def add(self, i: int, scrape: Scrape | None, error: str | None = None) -> None:
+        if not self.folder:
+            return
+        row: dict[str, Any] = {"sample": i}
+        if scrape is not None:
+            name = f"scrape-{i:03d}.txt"
+            (self.folder / name).write_text(scrape.text, encoding="utf-8")
+            row.update(file=name, time=scrape.time, iso=iso(scrape.time), attempts=scrape.attempts)
+        else:
+            row.update(file=None, error=error)
+        self.index.append(row)
+        (self.folder / "index.json").write_text(json.dumps(self.index, indent=1) + "\n", encoding="utf-8")
+
+
+def observe_url(url: str, *, window: float = 60.0, interval: float = 5.0, model_name: str | None = None,
+                timeout: float = 10.0, retries: int = 3, backoff: float = 0.5, token: str | None = None,
+                token_env: str | None = DEFAULT_TOKEN_ENV, token_file: str | None = None,
+                ca_bundle: str | None = None, insecure: bool = False,
+                num_speculative_tokens: int | None = None, save_scrapes: str | Path | None = None,
+                progress: ProgressFn | None = None, ask_version: bool = True) -> Observation:
+    """Observe one window of the server at ``url`` (``host:port`` or a full /metrics URL).
+
+    ``window`` and ``interval`` in seconds. The first scrape decides the engine and model
+    and fails fast (no spec metrics, several models without ``model_name``, ...). An
+    intermediate scrape that fails after its retries is skipped and noted; a failed first
+    or last scrape raises its fault. ``token`` (else ``token_file``, else ``$token_env``)
+    is sent as ``Authorization: Bearer`` and never shown. ``progress(elapsed_seconds)`` is
+    called as the window passes.
+    """
+    if window <= 0 or interval <= 0:
+        raise ObserveUsageError("--window and --interval must be positive")
+    if token is None:
+        token = resolve_token(token_env, token_file)
+    opts = ScrapeOptions(normalize_url(url), timeout, retries, backoff, token, ca_bundle, insecure)
+    saver = _Saver(save_scrapes)
+    notes: list[str] = []
+    with Scraper(opts) as scraper:
+        first = scraper.scrape()
+        saver.add(0, first)
+        if first.attempts > 1:
+            notes.append(f"sample 0 needed {first.attempts} attempts ({'; '.join(first.retry_reasons)})")
+        engine = detect_engine(first.exposition)
+        mod = _vllm if engine == "vllm" else _sglang
+        model = mod.resolve_model(first.exposition, model_name)
+        if engine == "vllm":
+            _vllm.flavour(first.exposition, model)
+        else:
+            _sglang.check(first.exposition, model)
+        version = _engine_version(scraper, engine) if ask_version else None
+        snaps = [Snapshot(first.time, first.exposition)]
+        failed = 0
+        t0 = time.monotonic()
+        step = 1
+        while True:
+            target = min(step * interval, window)
+            while True:
+                now = time.monotonic() - t0
+                if progress:
+                    progress(min(now, window))
+                if now >= target:
+                    break
+                time.sleep(min(0.25, target - now))
+            last = target >= window
+            try:
+                s = scraper.scrape()
+            except ObserveError as err:
+                if last:
+                    raise type(err)(f"end-of-window scrape failed: {err.message}") from None
+                failed += 1
+                notes.append(f"sample {step} failed and was skipped: {err.message}")
+                saver.add(step, None, err.message)
+            else:
+                snaps.append(Snapshot(s.time, s.exposition))
+                saver.add(step, s)
+                if s.attempts > 1:
+                    notes.append(f"sample {step} needed {s.attempts} attempts ({'; '.join(s.retry_reasons)})")
+            if last:
+                break
+            step += 1
+            while step * interval < window and t0 + step * interval < time.monotonic():
+                step += 1  # a slow scrape ate the next slot(s): do not fire a burst
+        if progress:
+            progress(window)
+    if version is None and ask_version:
+        notes.append("engine version: not shown in the scrape, and the server's version endpoint "
+                     "did not answer")
+    capture = Capture(tuple(snaps), opts.display_url, interval, failed, tuple(notes), version)
+    if engine == "vllm":
+        return _vllm.analyse(capture, model)
+    return _sglang.analyse(capture, model, num_speculative_tokens)
+
+
+def observation_acceptance(obs: Observation) -> Acceptance:
+    """The measured acceptance (conditional rates a_1..a_K, source naming server and window)."""
+    return obs.to_acceptance()
+
+
+def observation_operating_point(obs: Observation) -> dict[str, Any]:
+    """Where the server ran, for ``recommend``:
+
+    * ``batch_sizes`` — running-request counts seen (> 0), ascending; ``batch_weights`` —
+      the fraction of non-idle samples at each; ``idle_fraction`` — samples with none running;
+    * ``mean_running`` — mean over all samples (idle included);
+    * ``context_lengths`` — ``[round(mean prompt + mean generation)]`` tokens when both are
+      known (requests finished in the window), else ``[]``; ``mean_context_tokens`` the same
+      unrounded; ``mean_prompt_tokens``, ``mean_generation_tokens``;
+    * ``source`` and ``notes`` — what is unknown.
+    """
+    op = obs.operating_point
+    out: dict[str, Any] = {"batch_sizes": [], "batch_weights": [], "idle_fraction": None,
+                           "mean_running": None, "context_lengths": [], "mean_context_tokens": None,
+                           "mean_prompt_tokens": None, "mean_generation_tokens": None,
+                           "source": f"{obs.source.kind} {redact_url(obs.source.where)}", "notes": []}
+    notes: list[str] = out["notes"]
+    if op.running is not None and op.running.samples:
+        busy = [(v, n) for v, n in op.running.values if v > 0]
+        nbusy = sum(n for _, n in busy)
+        out["batch_sizes"] = [v for v, _ in busy]
+        out["batch_weights"] = [n / nbusy for _, n in busy] if nbusy else []
+        out["idle_fraction"] = 1.0 - nbusy / op.running.samples
+        out["mean_running"] = op.running.mean
+        if not busy:
+            notes.append("no request was running at any sample")
+    else:
+        notes.append("running requests: unknown")
+    p = op.prompt_tokens.mean if op.prompt_tokens else None
+    g = op.generation_tokens.mean if op.generation_tokens else None
+    out["mean_prompt_tokens"], out["mean_generation_tokens"] = p, g
+    if p is not None and g is not None:
+        out["mean_context_tokens"] = p + g
+        out["context_lengths"] = [max(1, round(p + g))]
+    else:
+        notes.append("context length: unknown (no request finished in the window, or not exposed)")
+    if op.note:
+        notes.append(op.note)
+    return out

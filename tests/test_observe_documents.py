@@ -1,0 +1,169 @@
+"""The Observation document: YAML/JSON round trip, load errors, the operating point handed to
+recommend, `--log -`, vLLM V0 metric names, and the recommend hook."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from observe_support import FIXTURES, LOG, SCRAPE, fixture_text
+
+from spectune.cli import cli
+from spectune.observe import load_observation, observation_acceptance, observation_operating_point
+from spectune.observe.exposition import parse_exposition
+from spectune.observe.faults import ObserveUsageError
+from spectune.observe.observation import Observation, observation_from_dict
+from spectune.observe.vllm import analyse
+from spectune.observe.window import Capture, Snapshot
+from spectune.render import render
+
+
+def _fixture_observation() -> Observation:
+    empty = parse_exposition('vllm:num_requests_running{engine="0",model_name="tiny-llama"} 2\n')
+    end = parse_exposition(fixture_text(SCRAPE))
+    return analyse(Capture((Snapshot(1795391183.0, empty), Snapshot(1795391243.5, end)),
+                           "http://127.0.0.1:8000/metrics", 5.0, engine_version="0.32.0"), "tiny-llama")
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "json"])
+def test_round_trip(tmp_path: Path, fmt: str) -> None:
+    obs = _fixture_observation()
+    text = render(obs.to_dict(), fmt)
+    path = tmp_path / f"obs.{fmt}"
+    path.write_text(text)
+    back = load_observation(path)
+    assert render(back.to_dict(), fmt) == text  # byte-identical after a round trip
+    assert back.speculation.per_position is not None
+    assert back.speculation.per_position.accepted == (64, 40, 24)
+    assert observation_acceptance(back).rates == pytest.approx(observation_acceptance(obs).rates, abs=1e-6)
+    assert back.window.start == "2026-11-22T23:46:23.000Z"
+    assert back.engine.version == "0.32.0"
+
+
+def test_document_shape() -> None:
+    doc = _fixture_observation().to_dict()
+    assert list(doc)[:3] == ["apiVersion", "kind", "schema"]
+    assert (doc["apiVersion"], doc["kind"], doc["schema"]) == ("spectune/v1", "Observation", 1)
+    assert doc["speculation"]["per_position"]["accepted"] == [64, 40, 24]
+    assert doc["speculation"]["drafts"] == 96 and isinstance(doc["speculation"]["drafts"], int)
+    hist = doc["operating_point"]["prompt_tokens"]
+    assert hist["count"] == 4 and hist["buckets"][-1] == {"le": 1000, "count": 4}  # +Inf left out
+    json.dumps(doc)  # plain types only
+
+
+def test_operating_point_for_recommend() -> None:
+    point = observation_operating_point(_fixture_observation())
+    assert point["batch_sizes"] == [2] and point["batch_weights"] == [1.0]
+    assert point["idle_fraction"] == pytest.approx(0.5) and point["mean_running"] == 1.0
+    assert point["context_lengths"] == [17 + 64] and point["mean_context_tokens"] == 81
+    log_point = observation_operating_point(load_log_observation())
+    assert log_point["batch_sizes"] == [] and log_point["context_lengths"] == []
+    assert any("unknown" in n for n in log_point["notes"])
+
+
+def load_log_observation() -> Observation:
+    from spectune.observe.log import observe_log
+
+    return observe_log(FIXTURES / LOG)
+
+
+@pytest.mark.parametrize("mutate,says", [
+    (lambda d: d.update(kind="Recommendation"), "kind: expected 'Observation'"),
+    (lambda d: d.update(schema=99), "schema: this spectune reads Observation schema 1"),
+    (lambda d: d["speculation"].pop("basis"), "speculation.basis: missing"),
+    (lambda d: d["acceptance"].update(conditional=[1.5]), "acceptance.conditional"),
+    (lambda d: d["window"].update(samples="many"), "window.samples: expected a number"),
+])
+def test_load_errors_name_the_key(tmp_path: Path, mutate, says: str) -> None:  # type: ignore[no-untyped-def]
+    doc = _fixture_observation().to_dict()
+    mutate(doc)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ObserveUsageError, match=says) as err:
+        load_observation(path)
+    assert str(path) in err.value.message and err.value.exit_code == 2
+
+
+def test_load_not_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text("a: [1, 2\n")
+    with pytest.raises(ObserveUsageError, match="not YAML or JSON"):
+        load_observation(path)
+    with pytest.raises(ObserveUsageError, match="cannot read observation file"):
+        load_observation(tmp_path / "missing.yaml")
+    with pytest.raises(ObserveUsageError, match="expected a mapping"):
+        observation_from_dict([1, 2], "list.yaml")
+
+
+def test_log_from_stdin_through_cli() -> None:
+    res = CliRunner().invoke(cli, ["observe", "--log", "-", "-o", "json"], input=fixture_text(LOG))
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["source"] == {"kind": "log", "where": "stdin"}
+    assert doc["speculation"]["accepted_tokens"] == 131
+    empty = CliRunner().invoke(cli, ["observe", "--log", "-"], input="INFO nothing to see\n")
+    assert empty.exit_code == 6 and "no 'SpecDecoding metrics' lines" in empty.stderr
+    missing = CliRunner().invoke(cli, ["observe", "--log", "/no/such.log"])
+    assert missing.exit_code == 2
+
+
+def test_vllm_v0_metric_names() -> None:
+    """V0: accepted/draft/emitted counters and acceptance gauges, no per-position data."""
+    def page(accepted: float, draft: float, emitted: float) -> str:
+        return "\n".join([
+            "# TYPE vllm:spec_decode_draft_acceptance_rate gauge",
+            'vllm:spec_decode_draft_acceptance_rate{model_name="m"} 0.6',
+            "# TYPE vllm:spec_decode_efficiency gauge",
+            'vllm:spec_decode_efficiency{model_name="m"} 0.5',
+            "# TYPE vllm:spec_decode_num_accepted_tokens_total counter",
+            f'vllm:spec_decode_num_accepted_tokens_total{{model_name="m"}} {accepted}',
+            "# TYPE vllm:spec_decode_num_draft_tokens_total counter",
+            f'vllm:spec_decode_num_draft_tokens_total{{model_name="m"}} {draft}',
+            "# TYPE vllm:spec_decode_num_emitted_tokens_total counter",
+            f'vllm:spec_decode_num_emitted_tokens_total{{model_name="m"}} {emitted}',
+            "# TYPE vllm:num_requests_running gauge",
+            'vllm:num_requests_running{model_name="m"} 4', ""])
+    # 100 drafts of K = 4: 400 draft tokens, 240 accepted, 340 emitted (one extra token per verify)
+    cap = Capture((Snapshot(0.0, parse_exposition(page(1000, 2000, 1500))),
+                   Snapshot(60.0, parse_exposition(page(1240, 2400, 1840)))), "v0", 5.0)
+    obs = analyse(cap, "m")
+    s = obs.speculation
+    assert (s.drafts, s.num_speculative_tokens, s.accepted_tokens) == (100, 4, 240)
+    assert s.mean_acceptance_length == pytest.approx(3.4)
+    assert s.per_position is None and "no per-position" in (s.per_position_note or "")
+    acc = observation_acceptance(obs)
+    assert float(acc.expected_tokens(4)) == pytest.approx(3.4)
+    assert obs.acceptance.kind == "mean-length"
+
+
+def test_recommend_takes_the_observation(tmp_path: Path) -> None:
+    obs = _fixture_observation()
+    path = tmp_path / "obs.yaml"
+    path.write_text(render(obs.to_dict(), "yaml"))
+    examples = sorted((Path(__file__).parents[1] / "examples").glob("*.yaml"))
+    if not examples:
+        pytest.skip("no shipped example deployment")
+    res = CliRunner().invoke(cli, ["recommend", str(examples[0]), "--observed", str(path), "-o", "yaml"])
+    assert res.exit_code == 0, res.output
+    doc = yaml.safe_load(res.stdout)
+    assert "127.0.0.1:8000" in json.dumps(doc)  # the acceptance source names the observed server
+
+
+def test_documents_validate_against_the_published_schema() -> None:
+    """Every Observation shape (V1 scrape, log, V0, SGLang) matches `spectune schema Observation`."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from observe_support import sglang_text
+
+    from spectune.observe import sglang
+    from spectune.schema import schema_for
+
+    validator = jsonschema.Draft202012Validator(schema_for("Observation"))
+    sg = Capture((Snapshot(0.0, parse_exposition(sglang_text(2.2, 0.4))),
+                  Snapshot(5.0, parse_exposition(sglang_text(2.4, 0.45)))), "sglang", 1.0)
+    for obs in (_fixture_observation(), load_log_observation(), sglang.analyse(sg, "qwen")):
+        doc = json.loads(render(obs.to_dict(), "json"))
+        errors = [f"{list(e.path)}: {e.message}" for e in validator.iter_errors(doc)]
+        assert not errors, errors
