@@ -84,11 +84,16 @@ def cli() -> None:
 @click.option("--metrics-url", help="Observe this server's /metrics first (see `observe`).")
 @click.option("--window", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
               help="With --metrics-url: seconds to observe.")
+@click.option("--model-name", help="With --metrics-url: the served model to read, when there are several.")
+@click.option("--token-file", type=click.Path(dir_okay=False),
+              help="With --metrics-url: bearer token file (default: $SPECTUNE_METRICS_TOKEN). Never printed.")
+@click.option("--ca-bundle", type=click.Path(dir_okay=False), help="With --metrics-url: CA bundle for TLS.")
 @click.option("--emit", "emit_kind", type=click.Choice(["vllm", "vllm-yaml", "sglang"]),
               help="Print only the serving-engine snippet for the recommendation.")
 def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
               gamma_max: int | None, alpha: float | None, observed: str | None,
-              metrics_url: str | None, window: float, emit_kind: str | None) -> None:
+              metrics_url: str | None, window: float, model_name: str | None, token_file: str | None,
+              ca_bundle: str | None, emit_kind: str | None) -> None:
     """Recommend gamma* per batch size and context length for PROFILE.
 
     PROFILE is a deployment YAML file, '-' for stdin, or the name of a shipped example.
@@ -109,8 +114,8 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
             observation = obs.load_observation(observed)
         else:
             assert metrics_url is not None
-            # the bearer token, if any, comes from $SPECTUNE_METRICS_TOKEN (never printed)
-            observation = obs.observe_url(metrics_url, window=window)
+            observation = obs.observe_url(metrics_url, window=window, model_name=model_name,
+                                          token_file=token_file, ca_bundle=ca_bundle)
         dep = replace(dep, acceptance=obs.observation_acceptance(observation))
         point = obs.observation_operating_point(observation)
         if not batches and point.get("batch_sizes"):

@@ -292,3 +292,32 @@ def test_observe_matches_independent_scrapes_and_the_server_log(vllm_server: Ser
     if out:
         Path(out).write_text(json.dumps(report, indent=1) + "\n")
     sys.stdout.flush()
+
+
+def test_recommend_from_a_live_server(vllm_server: Server) -> None:
+    """Issue 4, done-when: `recommend PROFILE --metrics-url URL` builds its gamma table from
+    the server's own per-position acceptance and batch mix."""
+    base = vllm_server.url
+    done = threading.Event()
+
+    def drive() -> None:
+        time.sleep(1.0)
+        with ThreadPoolExecutor(CONCURRENCY) as pool:
+            list(pool.map(lambda p: _complete(base, p), _prompts(REQUESTS)))
+        done.set()
+
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
+    profile = Path(__file__).resolve().parents[1] / "examples" / "llama-3.1-8b-h100-ngram.yaml"
+    res = CliRunner().invoke(cli, ["recommend", str(profile), "--metrics-url", base + "/metrics",
+                                   "--window", "10", "-o", "json"])
+    driver.join(timeout=180)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    acc = doc["acceptance"]
+    assert "127.0.0.1" in acc["source"]
+    assert acc["measured_positions"] == 3  # the server drafts num_speculative_tokens = 3
+    assert all(0.0 < a <= 1.0 for a in acc["conditional"])
+    batches = doc["batch_sizes"]
+    assert batches and all(1 <= b <= CONCURRENCY for b in batches)  # the observed batch mix
+    assert {(p["batch"]) for p in doc["points"]} == set(batches)
