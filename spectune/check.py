@@ -34,6 +34,7 @@ from spectune import __version__
 from spectune.deployment import Deployment
 from spectune.emit.plan import Range, lookup
 from spectune.errors import InputError
+from spectune.profiles import read_text
 from spectune.recommend import Recommendation, recommend
 from spectune.render import Document, envelope
 
@@ -85,12 +86,7 @@ class Configured:
 def read_serving_config(path: str) -> Configured:
     """Parse a serving configuration file; InputError (exit 2) names the file and line."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
+    text = read_text(path)
     if p.suffix.lower() in (".yaml", ".yml", ".json"):
         return _from_yaml(text, path)
     return _from_shell(text, path, p.parent)
@@ -154,35 +150,14 @@ class _Command:
     line: int
 
 
-def _unclosed_quote_line(text: str) -> int:
+def _scan_shell(text: str) -> tuple[list[tuple[int, int]], int]:
+    """One pass over shell quoting: the comment spans ``(start, end)`` -- ``#`` starting a
+    word, outside quotes, up to the end of its line -- and the offset of the last quote
+    opened (0 when none). A backslash escapes the next character outside quotes and inside
+    double quotes."""
+    comments: list[tuple[int, int]] = []
     quote = None
-    start = 0
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if quote is None:
-            if c == "\\":
-                i += 2
-                continue
-            if c == "#" and (i == 0 or text[i - 1] in " \t\n"):
-                nl = text.find("\n", i)
-                i = len(text) if nl < 0 else nl
-                continue
-            if c in "'\"":
-                quote, start = c, i
-        elif c == quote:
-            quote = None
-        elif c == "\\" and quote == '"':
-            i += 1
-        i += 1
-    return text.count("\n", 0, start) + 1
-
-
-def _strip_comments(text: str) -> str:
-    """Blank out shell comments (``#`` starting a word, outside quotes) keeping every offset
-    and newline, so that a comment still ends its command."""
-    out = list(text)
-    quote = None
+    last_quote = 0
     i = 0
     while i < len(text):
         c = text[i]
@@ -193,16 +168,31 @@ def _strip_comments(text: str) -> str:
             if c == "#" and (i == 0 or text[i - 1] in " \t\n;&|("):
                 nl = text.find("\n", i)
                 end = len(text) if nl < 0 else nl
-                out[i:end] = " " * (end - i)
+                comments.append((i, end))
                 i = end
                 continue
             if c in "'\"":
-                quote = c
+                quote, last_quote = c, i
         elif c == quote:
             quote = None
         elif c == "\\" and quote == '"':
             i += 1
         i += 1
+    return comments, last_quote
+
+
+def _unclosed_quote_line(text: str) -> int:
+    """Line of the last quote opened in ``text`` (1 when none): where shlex's "No closing
+    quotation" comes from."""
+    return text.count("\n", 0, _scan_shell(text)[1]) + 1
+
+
+def _strip_comments(text: str) -> str:
+    """Blank out shell comments (``#`` starting a word, outside quotes) keeping every offset
+    and newline, so that a comment still ends its command."""
+    out = list(text)
+    for start, end in _scan_shell(text)[0]:
+        out[start:end] = " " * (end - start)
     return "".join(out)
 
 

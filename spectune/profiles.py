@@ -93,14 +93,19 @@ def parse_yaml(text: str, file: str) -> Doc:
     return Doc(data, file, lines)
 
 
-def read_doc(path: Path) -> Doc:
+def read_text(path: str | Path) -> str:
+    """The UTF-8 text of ``path``; InputError (exit 2) naming ``path`` as given when it is
+    missing or unreadable."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"no such file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {path}: {exc}") from None
-    return parse_yaml(text, str(path))
+
+
+def read_doc(path: Path) -> Doc:
+    return parse_yaml(read_text(path), str(path))
 
 
 # --------------------------------------------------------------------------- validation

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from spectune.observe.faults import BadBodyFault
+from spectune.observe.faults import BadBodyFault, ObserveUsageError
 
 #: A series' labels as a sorted tuple of (name, value) pairs, hashable.
 LabelSet = tuple[tuple[str, str], ...]
@@ -59,6 +59,39 @@ class Exposition:
         """Sum of the samples named ``name`` (None when there is none)."""
         found = self.get(name, where)
         return float(sum(s.value for s in found)) if found else None
+
+
+def has_prefix(expo: Exposition, prefix: str) -> bool:
+    """Whether any sample name starts with ``prefix`` (an engine's ``vllm:`` / ``sglang:``)."""
+    return any(n.startswith(prefix) for n in expo.names())
+
+
+def model_names(expo: Exposition, prefix: str) -> list[str]:
+    """The ``model_name`` label values seen on any sample whose name starts with ``prefix``."""
+    found = set()
+    for name in expo.names_starting(prefix):
+        for s in expo.get(name):
+            m = s.label("model_name")
+            if m is not None:
+                found.add(m)
+    return sorted(found)
+
+
+def resolve_model(expo: Exposition, prefix: str, wanted: str | None) -> str | None:
+    """The model to observe: ``wanted`` (must be present), the only one, or fail listing them.
+
+    Raises :class:`ObserveUsageError` (exit 2) when ``wanted`` is not served or several
+    models are and none was chosen."""
+    names = model_names(expo, prefix)
+    if wanted is not None:
+        if wanted not in names:
+            have = ", ".join(names) or "none"
+            raise ObserveUsageError(f"--model-name {wanted!r} is not served here (models: {have})")
+        return wanted
+    if len(names) > 1:
+        raise ObserveUsageError(f"the server serves several models ({', '.join(names)}); "
+                                "choose one with --model-name")
+    return names[0] if names else None
 
 
 def _labels(d: Mapping[str, Any]) -> LabelSet:

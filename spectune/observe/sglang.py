@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from spectune.acceptance import Acceptance
+from spectune.observe import exposition as _exposition
 from spectune.observe.exposition import Exposition, Series
 from spectune.observe.faults import NoSpeculativeTraffic, ObserveUsageError, SpeculationNotEnabled
 from spectune.observe.observation import (
@@ -57,30 +58,12 @@ NO_POSITIONS = ("SGLang reports only the mean acceptance length and rate (gauges
 
 
 def is_sglang(expo: Exposition) -> bool:
-    return any(n.startswith(PREFIX) for n in expo.names())
-
-
-def model_names(expo: Exposition) -> list[str]:
-    found = set()
-    for name in expo.names_starting(PREFIX):
-        for s in expo.get(name):
-            m = s.label("model_name")
-            if m is not None:
-                found.add(m)
-    return sorted(found)
+    return _exposition.has_prefix(expo, PREFIX)
 
 
 def resolve_model(expo: Exposition, wanted: str | None) -> str | None:
-    names = model_names(expo)
-    if wanted is not None:
-        if wanted not in names:
-            raise ObserveUsageError(f"--model-name {wanted!r} is not served here "
-                                    f"(models: {', '.join(names) or 'none'})")
-        return wanted
-    if len(names) > 1:
-        raise ObserveUsageError(f"the server serves several models ({', '.join(names)}); "
-                                "choose one with --model-name")
-    return names[0] if names else None
+    """The model to observe: ``wanted`` (must be present), the only one, or fail listing them."""
+    return _exposition.resolve_model(expo, PREFIX, wanted)
 
 
 def _select(model: str | None) -> Callable[[Series], bool]:

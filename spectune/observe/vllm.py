@@ -29,8 +29,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from spectune.acceptance import Acceptance
+from spectune.observe import exposition as _exposition
 from spectune.observe.exposition import Exposition, Series
-from spectune.observe.faults import NoSpeculativeTraffic, ObserveUsageError, SpeculationNotEnabled
+from spectune.observe.faults import NoSpeculativeTraffic, SpeculationNotEnabled
 from spectune.observe.observation import (
     AcceptanceInfo,
     EngineInfo,
@@ -73,32 +74,17 @@ V0_METRICS = "vllm:spec_decode_* counters (V0 engine: accepted/draft/emitted, no
 
 
 def is_vllm(expo: Exposition) -> bool:
-    return any(n.startswith(PREFIX) for n in expo.names())
+    return _exposition.has_prefix(expo, PREFIX)
 
 
 def model_names(expo: Exposition) -> list[str]:
     """The ``model_name`` label values seen on any ``vllm:`` sample."""
-    found = set()
-    for name in expo.names_starting(PREFIX):
-        for s in expo.get(name):
-            m = s.label("model_name")
-            if m is not None:
-                found.add(m)
-    return sorted(found)
+    return _exposition.model_names(expo, PREFIX)
 
 
 def resolve_model(expo: Exposition, wanted: str | None) -> str | None:
     """The model to observe: ``wanted`` (must be present), the only one, or fail listing them."""
-    names = model_names(expo)
-    if wanted is not None:
-        if wanted not in names:
-            have = ", ".join(names) or "none"
-            raise ObserveUsageError(f"--model-name {wanted!r} is not served here (models: {have})")
-        return wanted
-    if len(names) > 1:
-        raise ObserveUsageError(f"the server serves several models ({', '.join(names)}); "
-                                "choose one with --model-name")
-    return names[0] if names else None
+    return _exposition.resolve_model(expo, PREFIX, wanted)
 
 
 def _select(model: str | None) -> Callable[[Series], bool] | None:
