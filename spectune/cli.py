@@ -106,9 +106,13 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
     from spectune.profiles import load_deployment
     from spectune.recommend import recommend as run
 
+    if observed and metrics_url:
+        raise InputError("give --observed FILE or --metrics-url URL, not both")
     dep = load_deployment(profile)
+    mix: dict[int, float] | None = None
     if observed or metrics_url:
         from spectune import observe as obs
+        from spectune.observe.apply import apply_observation
 
         if observed:
             observation = obs.load_observation(observed)
@@ -116,12 +120,11 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
             assert metrics_url is not None
             observation = obs.observe_url(metrics_url, window=window, model_name=model_name,
                                           token_file=token_file, ca_bundle=ca_bundle)
-        dep = replace(dep, acceptance=obs.observation_acceptance(observation))
-        point = obs.observation_operating_point(observation)
-        if not batches and point.get("batch_sizes"):
-            batches = tuple(point["batch_sizes"])
-        if not contexts and point.get("context_lengths"):
-            contexts = tuple(point["context_lengths"])
+        applied = apply_observation(dep, observation, keep_batches=bool(batches),
+                                    keep_contexts=bool(contexts))
+        dep, mix = applied.deployment, applied.batch_mix
+        for note in applied.notes:
+            click.echo(f"spectune: note: {note}", err=True)
     if alpha is not None:
         dep = replace(dep, acceptance=Acceptance.iid(alpha, "--alpha"))
     if batches or contexts:
@@ -135,7 +138,7 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
     if emit_kind:
         from spectune.emit import emit_snippet
 
-        click.echo(emit_snippet(rec, emit_kind), nl=False)
+        click.echo(emit_snippet(rec, emit_kind, mix), nl=False)
         return
     emit(recommendation_doc(rec), fmt)
 

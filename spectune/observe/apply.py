@@ -1,0 +1,33 @@
+"""Applying an observation to a deployment: what `recommend --observed/--metrics-url` and
+`emit --observed` share, so the two always read an observation the same way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from spectune.deployment import Deployment, Workload
+from spectune.observe.api import observation_acceptance, observation_operating_point
+from spectune.observe.observation import Observation
+
+
+@dataclass(frozen=True)
+class Applied:
+    """The deployment with the observed acceptance and operating points, and the observed
+    batch mix (batch size -> share of busy samples) for choosing one static gamma."""
+
+    deployment: Deployment
+    batch_mix: dict[int, float] | None
+    notes: tuple[str, ...]
+
+
+def apply_observation(dep: Deployment, obs: Observation, *, keep_batches: bool = False,
+                      keep_contexts: bool = False) -> Applied:
+    """Measured acceptance replaces the profile's; the observed batch sizes and context
+    length replace the profile's workload unless ``keep_*`` (explicit options win)."""
+    point = observation_operating_point(obs)
+    batches = tuple(point["batch_sizes"]) if not keep_batches else ()
+    contexts = tuple(point["context_lengths"]) if not keep_contexts else ()
+    workload = Workload(batches or dep.workload.batch_sizes, contexts or dep.workload.context_lengths)
+    mix = dict(zip(point["batch_sizes"], point["batch_weights"], strict=True)) or None
+    notes = tuple(f"observed operating point: {n}" for n in point["notes"])
+    return Applied(replace(dep, acceptance=observation_acceptance(obs), workload=workload), mix, notes)
