@@ -237,26 +237,17 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | N
     (1 - a^(g+1)) / ((1 - a)(1 + g c)). With --gpu/--model or --profile and
     --batch/--context: the roofline speedup m(g) C0 / (C_verify(g+1) + C_draft(g)).
     """
-    from dataclasses import replace
-
     from spectune.acceptance import Acceptance
-    from spectune.deployment import Deployment, Workload
-    from spectune.documents import sig
+    from spectune.deployment import NO_ENGINE, Deployment, Workload
+    from spectune.documents import closed_form_doc, point_speedup_doc
     from spectune.model import Drafter
     from spectune.profiles import load_drafter
-    from spectune.render import envelope
-    from spectune.speedup import closed_form, speedup_grid
+    from spectune.speedup import point_speedup
 
-    roofline = profile or gpu or model
-    if not roofline:
+    if not (profile or gpu or model):
         if alpha is None:
             raise InputError("--alpha is required for the closed form")
-        c = draft_cost or 0.0
-        value = float(closed_form(alpha, gamma, c))
-        emit(envelope("Speedup", {"formula": "(1 - a^(g+1)) / ((1 - a)(1 + g c))  [seed 004]",
-                                  "alpha": alpha, "gamma": gamma, "draft_cost": c,
-                                  "expected_tokens": sig(float(closed_form(alpha, gamma, 0.0))),
-                                  "speedup": sig(value)}), fmt)
+        emit(closed_form_doc(alpha, gamma, draft_cost or 0.0), fmt)
         return
     if batch is None or context is None:
         raise InputError("the roofline speedup needs --batch and --context")
@@ -275,24 +266,8 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | N
         acc = dep.acceptance
     else:
         raise InputError("give --alpha (or a --profile with acceptance)")
-    if eng is None:
-        from spectune.deployment import Engine
-
-        eng = Engine("none", 0.0, 0.0, 0.0, 0.0)
-    base = dep or Deployment("cli", g, m, d, par, eng, Workload((batch,), (context,)), acc)
-    dep2 = replace(base, gpu=g, model=m, drafter=d, parallelism=par, engine=eng,
-                   acceptance=acc, workload=Workload((batch,), (context,)), gamma_max=max(gamma, 1))
-    grid = speedup_grid(dep2)
-    emit(envelope("Speedup", {
-        "formula": "m(g) C0 / (C_verify(B, g+1, S) + C_draft(B, g, S))  [seed 000]",
-        "gpu": g.name, "model": m.name, "drafter": d.name, "batch": batch, "context": context,
-        "gamma": gamma, "acceptance": acc.source,
-        "expected_tokens": sig(grid.expected_tokens[gamma]),
-        "plain_step_seconds": sig(grid.c0[0, 0]),
-        "verify_seconds": sig(grid.verify[0, 0, gamma]),
-        "draft_seconds": sig(grid.draft[0, 0, gamma]),
-        "speedup": sig(grid.speedup[0, 0, gamma]),
-    }), fmt)
+    target = Deployment("cli", g, m, d, par, eng or NO_ENGINE, Workload((batch,), (context,)), acc)
+    emit(point_speedup_doc(target, batch, context, gamma, point_speedup(target, batch, context, gamma)), fmt)
 
 
 # --------------------------------------------------------------------------- profiles

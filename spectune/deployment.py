@@ -62,6 +62,10 @@ class Engine:
     source: str = ""
 
 
+#: An engine that adds nothing to the roofline (``--engine none``).
+NO_ENGINE = Engine("none", 0.0, 0.0, 0.0, 0.0)
+
+
 @dataclass(frozen=True)
 class Workload:
     """Operating points: ``batch_sizes`` are concurrent sequences in decode for the whole

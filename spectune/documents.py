@@ -18,6 +18,7 @@ from spectune.cost.roofline import intensity
 from spectune.deployment import Deployment
 from spectune.recommend import Recommendation
 from spectune.render import Document, envelope
+from spectune.speedup import PointSpeedup, closed_form
 
 
 def sig(x: Any, digits: int = 6) -> float:
@@ -115,3 +116,28 @@ def sweep_doc(steps: list[Document]) -> Document:
     """Kind ``StepCostSweep``: the same pass at several batch sizes."""
     return envelope("StepCostSweep", {"steps": [{k: v for k, v in d.items()
                                                   if k not in ("apiVersion", "kind")} for d in steps]})
+
+
+def closed_form_doc(alpha: float, gamma: int, draft_cost: float) -> Document:
+    """Kind ``Speedup`` for seed 004's closed form."""
+    return envelope("Speedup", {
+        "formula": "(1 - a^(g+1)) / ((1 - a)(1 + g c))  [seed 004]",
+        "alpha": alpha, "gamma": gamma, "draft_cost": draft_cost,
+        "expected_tokens": sig(float(closed_form(alpha, gamma, 0.0))),
+        "speedup": sig(float(closed_form(alpha, gamma, draft_cost))),
+    })
+
+
+def point_speedup_doc(dep: Deployment, batch: int, context: int, gamma: int,
+                      point: PointSpeedup) -> Document:
+    """Kind ``Speedup`` for the roofline speedup at one operating point."""
+    return envelope("Speedup", {
+        "formula": "m(g) C0 / (C_verify(B, g+1, S) + C_draft(B, g, S))  [seed 000]",
+        "gpu": dep.gpu.name, "model": dep.model.name, "drafter": dep.drafter.name,
+        "batch": batch, "context": context, "gamma": gamma, "acceptance": dep.acceptance.source,
+        "expected_tokens": sig(point.expected_tokens),
+        "plain_step_seconds": sig(point.plain_step),
+        "verify_seconds": sig(point.verify),
+        "draft_seconds": sig(point.draft),
+        "speedup": sig(point.speedup),
+    })

@@ -7,14 +7,14 @@ with C0(B, S) = C_verify(B, 1, S). Evaluated over whole batch x context x gamma 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from spectune.cost import draft_cost, step_cost
 from spectune.cost.roofline import Array
-from spectune.deployment import Deployment
+from spectune.deployment import Deployment, Workload
 
 
 def closed_form(alpha: ArrayLike, gamma: ArrayLike, draft_cost_ratio: ArrayLike) -> Array:
@@ -65,3 +65,23 @@ def speedup_grid(dep: Deployment, batch: ArrayLike | None = None,
                        c0[..., None], achieved=achieved)
     m = dep.acceptance.expected_tokens(g)
     return SpeedupGrid(b, s, g, m, c0, verify, np.broadcast_to(draft, verify.shape))
+
+
+@dataclass(frozen=True)
+class PointSpeedup:
+    """Sp of one gamma at one operating point and the costs behind it (seconds per step)."""
+
+    expected_tokens: float
+    plain_step: float
+    verify: float
+    draft: float
+    speedup: float
+
+
+def point_speedup(dep: Deployment, batch: int, context: int, gamma: int) -> PointSpeedup:
+    """The roofline speedup of ``gamma`` at one (batch, context)."""
+    one = replace(dep, workload=Workload((batch,), (context,)), gamma_max=max(gamma, 1))
+    g = speedup_grid(one)
+    return PointSpeedup(float(g.expected_tokens[gamma]), float(g.c0[0, 0]),
+                        float(g.verify[0, 0, gamma]), float(g.draft[0, 0, gamma]),
+                        float(g.speedup[0, 0, gamma]))
