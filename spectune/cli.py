@@ -15,6 +15,7 @@ import click
 
 from spectune import __version__
 from spectune.errors import InputError, SpectuneError
+from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,9 +73,9 @@ def cli() -> None:
 @cli.command()
 @click.argument("profile")
 @output_option()
-@click.option("--batch", "batches", multiple=True, type=click.IntRange(min=1),
+@click.option("--batch", "batches", multiple=True, type=click.IntRange(1, MAX_BATCH),
               help="Batch size(s) to evaluate instead of the profile's (repeatable).")
-@click.option("--context", "contexts", multiple=True, type=click.IntRange(min=1),
+@click.option("--context", "contexts", multiple=True, type=click.IntRange(1, MAX_CONTEXT),
               help="Context length(s) in tokens instead of the profile's (repeatable).")
 @click.option("--gamma-max", type=click.IntRange(1, 64), help="Largest draft length considered.")
 @click.option("--alpha", type=click.FloatRange(0, 1),
@@ -169,9 +170,9 @@ _common = [
     click.option("--profile", help="Take GPU, model, parallelism and engine from a deployment profile."),
     click.option("--gpu", help="Built-in GPU name (spectune profiles list gpus)."),
     click.option("--model", help="Built-in model name or path to a Hugging Face config.json."),
-    click.option("--tp", type=click.IntRange(min=1), help="Tensor-parallel size."),
-    click.option("--ep", type=click.IntRange(min=1), help="Expert-parallel size (1 or tp*dp)."),
-    click.option("--dp", type=click.IntRange(min=1), help="Data-parallel (attention) size."),
+    click.option("--tp", type=click.IntRange(1, MAX_GPUS), help="Tensor-parallel size."),
+    click.option("--ep", type=click.IntRange(1, MAX_GPUS), help="Expert-parallel size (1 or tp*dp)."),
+    click.option("--dp", type=click.IntRange(1, MAX_GPUS), help="Data-parallel (attention) size."),
     click.option("--engine", help="Serving engine profile (vllm, sglang) or 'none' for the pure roofline."),
 ]
 
@@ -184,11 +185,12 @@ def common_options(fn: F) -> F:
 
 @cli.command()
 @common_options
-@click.option("--batch", "batches", type=click.IntRange(min=1), required=True, multiple=True,
+@click.option("--batch", "batches", type=click.IntRange(1, MAX_BATCH), required=True, multiple=True,
               help="Sequences in the step (B). Repeat to compare batch sizes side by side.")
-@click.option("--tokens", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--tokens", type=click.IntRange(1, 65), default=1, show_default=True,
               help="New tokens per sequence (T = gamma + 1 for a verify).")
-@click.option("--context", type=click.IntRange(min=0), required=True, help="Tokens in each KV cache (S).")
+@click.option("--context", type=click.IntRange(0, MAX_CONTEXT), required=True,
+              help="Tokens in each KV cache (S).")
 @click.option("--peak", is_flag=True, help="Use peak rates instead of achievable fractions.")
 @output_option()
 def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None,
@@ -224,8 +226,9 @@ def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None
 @click.option("--draft-cost", type=click.FloatRange(min=0),
               help="Draft cost ratio c (draft token / target step).")
 @click.option("--drafter", help="Built-in drafter (with --gpu/--model), e.g. ngram.")
-@click.option("--batch", type=click.IntRange(min=1), help="Batch size, for the roofline speedup.")
-@click.option("--context", type=click.IntRange(min=0), help="Context length, for the roofline speedup.")
+@click.option("--batch", type=click.IntRange(1, MAX_BATCH), help="Batch size, for the roofline speedup.")
+@click.option("--context", type=click.IntRange(0, MAX_CONTEXT),
+              help="Context length, for the roofline speedup.")
 @output_option()
 def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | None,
             ep: int | None, dp: int | None, engine: str | None, alpha: float | None,
@@ -340,8 +343,8 @@ def _batch_mix(values: tuple[str, ...]) -> dict[int, float] | None:
                    "when one must serve every batch size (vLLM with dp > 1, SGLang without "
                    "adaptive speculation). Default: the profile's operating points, equally.")
 @click.option("--observed", type=click.Path(dir_okay=False, allow_dash=True),
-              help="Take the batch mix from a `spectune observe -o yaml` file (its distribution "
-                   "of running requests).")
+              help="Measured acceptance, operating points and batch mix from a `spectune observe "
+                   "-o yaml` file, as `recommend --observed` takes them.")
 @click.option("--adaptive-config-path", default="spectune-sglang-adaptive.json", show_default=True,
               help="With sglang: the file name --speculative-adaptive-config points at.")
 def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: str | None,
@@ -362,33 +365,36 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
     \b
       vllm serve MODEL --speculative-config "$(spectune emit PROFILE vllm)"
     """
-    from spectune.emit import build_snippet
-    from spectune.emit.plan import make_plan
-    from spectune.emit.sglang import render_args, sglang_settings
+    from spectune.emit import emit_snippet
     from spectune.profiles import load_deployment
     from spectune.recommend import recommend as run
 
     mix = _batch_mix(batch_mix)
+    dep = load_deployment(profile)
+    notes: list[str] = []
     if observed:
+        from spectune.observe.apply import apply_observation
         from spectune.observe.observation import load_observation
 
-        running = load_observation(observed).operating_point.running
-        values = {v: float(n) for v, n in (running.values if running else ()) if v > 0}
-        if not values:
-            raise InputError(f"{observed}: the observation has no running-request distribution "
-                             "(observe the server's /metrics URL to get one)")
-        mix = {**values, **(mix or {})}
-    rec = run(load_deployment(profile))
-    plan = make_plan(rec, mix)
-    if kind == "sglang":
-        settings = sglang_settings(rec, plan=plan, adaptive_path=adaptive_config_path)
-        notes, text = settings.notes, render_args(settings)
-    else:
-        snip = build_snippet(rec, kind, plan=plan)
-        notes, text = snip.notes, snip.text
-    for note in [*rec.notes, *notes]:
+        observation = load_observation(observed)
+        applied = apply_observation(dep, observation)
+        dep = applied.deployment
+        notes += applied.notes
+        if applied.batch_mix is None:
+            running = observation.operating_point.running
+            if running is not None and running.samples:
+                why = "no request was running in the observed window"
+            elif observation.source.kind == "log":
+                why = "a log has no running-request counts (observe the server's /metrics URL for them)"
+            else:
+                why = "the server exposed no running-request counts"
+            notes.append(f"{observed}: {why}: a static gamma is chosen for the profile's batch "
+                         "sizes, equally weighted")
+        mix = {**(applied.batch_mix or {}), **(mix or {})} or None
+    rec = run(dep)
+    for note in [*notes, *rec.notes]:
         click.echo(f"spectune: note: {note}", err=True)
-    click.echo(text, nl=False)
+    click.echo(emit_snippet(rec, kind, mix, adaptive_path=adaptive_config_path), nl=False)
 
 
 # --------------------------------------------------------------------------- check
@@ -397,7 +403,7 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
 @click.option("--profile", required=True,
               help="Deployment profile the configuration serves (file, '-' or shipped example).")
 @click.option("--tolerance", type=click.FloatRange(0, 1), default=0.03, show_default=True,
-              help="Largest acceptable shortfall from the recommended speedup at any point.")
+              help="Largest acceptable shortfall from the recommended settings' speedup at any point.")
 @output_option()
 def check_command(serving_config: str, profile: str, tolerance: float, fmt: str) -> None:
     """Gate a deployed serving configuration against PROFILE's recommendation (for CI).
@@ -406,10 +412,12 @@ def check_command(serving_config: str, profile: str, tolerance: float, fmt: str)
     `vllm serve ...` / `python -m vllm.entrypoints.openai.api_server ...` /
     `python -m sglang.launch_server ...` command, or a Kubernetes manifest whose container
     command/args run one. Its speculation is predicted at every operating point of the
-    profile, without speculation and at the recommendation.
+    profile, without speculation, with the recommended settings (what `spectune emit` prints:
+    the best the engine can be set to, a gamma per batch size or one static gamma) and at
+    gamma* per point (reported, not gated).
 
     \b
-    Exit codes: 0 within --tolerance of the recommended speedup everywhere;
+    Exit codes: 0 within --tolerance of the recommended settings' speedup everywhere;
     1 more than that left on the table somewhere, or speculation slows a point down;
     2 bad input (unparseable file, no engine command, bad profile).
     -o markdown writes a report for a pull request (verdict, per-point table, fix).

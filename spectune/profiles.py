@@ -22,6 +22,7 @@ from spectune.deployment import Deployment, Engine, Parallelism, Workload
 from spectune.errors import InputError
 from spectune.hardware import DTYPE_BYTES, GPU
 from spectune.hf_config import DTYPE_KEYS, model_from_hf_config
+from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
 from spectune.model import DRAFTER_KINDS, Drafter, Model
 
 KINDS = ("gpus", "models", "drafters", "engines")
@@ -138,12 +139,13 @@ def _number(doc: Doc, path: KeyPath, value: Any, *, positive: bool = True, integ
     return float(value)
 
 
-def _int_list(doc: Doc, path: KeyPath, value: Any) -> tuple[int, ...]:
+def _int_list(doc: Doc, path: KeyPath, value: Any, hi: float) -> tuple[int, ...]:
     if isinstance(value, int) and not isinstance(value, bool):
         value = [value]
     if not isinstance(value, list) or not value:
         raise doc.error(path, f"expected a non-empty list of whole numbers, got {value!r}")
-    return tuple(int(_number(doc, (*path, str(i)), v, integer=True)) for i, v in enumerate(value))
+    return tuple(int(_number(doc, (*path, str(i)), v, integer=True, lo=1, hi=hi))
+                 for i, v in enumerate(value))
 
 
 def _str(doc: Doc, path: KeyPath, value: Any) -> str:
@@ -423,7 +425,8 @@ def deployment_from_doc(doc: Doc) -> Deployment:
     drafter: Drafter = _resolve(doc, ("drafter",), v["drafter"], load_drafter, drafter_from_mapping)
 
     par_v = _check_keys(doc, ("parallelism",), v.get("parallelism") or {}, ("tp", "ep", "dp"))
-    nums = {k: int(_number(doc, ("parallelism", k), x, integer=True)) for k, x in par_v.items()}
+    nums = {k: int(_number(doc, ("parallelism", k), x, integer=True, lo=1, hi=MAX_GPUS))
+            for k, x in par_v.items()}
     try:
         par = Parallelism(**nums)
     except ValueError as exc:
@@ -438,8 +441,8 @@ def deployment_from_doc(doc: Doc) -> Deployment:
 
     wl = _check_keys(doc, ("workload",), v["workload"], ("batch_sizes", "context_lengths"),
                      ("batch_sizes", "context_lengths"))
-    workload = Workload(_int_list(doc, ("workload", "batch_sizes"), wl["batch_sizes"]),
-                        _int_list(doc, ("workload", "context_lengths"), wl["context_lengths"]))
+    workload = Workload(_int_list(doc, ("workload", "batch_sizes"), wl["batch_sizes"], MAX_BATCH),
+                        _int_list(doc, ("workload", "context_lengths"), wl["context_lengths"], MAX_CONTEXT))
     if "acceptance" not in v and drafter.kind != "ngram":
         raise doc.error((), "missing required key 'acceptance' (alpha, per_position, marginal "
                             "or mean_length), or pass --observed / --metrics-url")

@@ -47,8 +47,11 @@ def _arr(items: Schema, min_items: int = 0) -> Schema:
     return out
 
 
-def _doc(kind: str, description: str, props: dict[str, Schema],
+def _doc(kind: str, command: str, description: str, props: dict[str, Schema],
          required: list[str] | None = None) -> Schema:
+    """A document's schema; its ``description`` names the command that prints it (what
+    ``spectune schema`` lists)."""
+    description = f"{command} -o yaml|json: {description}"
     body = {"apiVersion": {"const": API_VERSION}, "kind": {"const": kind}, **props}
     req = ["apiVersion", "kind", *(list(props) if required is None else required)]
     return {"$schema": DIALECT, "$id": f"urn:spectune:schema:v1:{kind}", "title": kind,
@@ -58,7 +61,8 @@ def _doc(kind: str, description: str, props: dict[str, Schema],
 METADATA = _obj({"spectune": STR, "schema": STR})
 PARALLELISM = _obj({"tp": POS_INT, "ep": POS_INT, "dp": POS_INT})
 
-RECOMMENDATION = _doc("Recommendation", "gamma* and predicted speedup per operating point", {
+RECOMMENDATION = _doc("Recommendation", "spectune recommend",
+                      "gamma* and predicted speedup per operating point", {
     "metadata": METADATA,
     "deployment": _obj({
         "name": STR,
@@ -98,25 +102,27 @@ _STEP_PROPS: dict[str, Schema] = {
     "parallelism": PARALLELISM, "engine": _nullable(STR), "achieved": BOOL,
     "components": _arr(_COMPONENT, 1), "total_seconds": NUM, "marginal_cost": NUM,
 }
-STEP_COST = _doc("StepCost", "cost of one forward pass per GPU, by component", _STEP_PROPS)
-STEP_COST_SWEEP = _doc("StepCostSweep", "the same pass at several batch sizes",
-                       {"steps": _arr(_obj(_STEP_PROPS), 1)})
+STEP_COST = _doc("StepCost", "spectune cost (one --batch)",
+                 "cost of one forward pass per GPU, by component", _STEP_PROPS)
+STEP_COST_SWEEP = _doc("StepCostSweep", "spectune cost (several --batch)",
+                       "the same pass at several batch sizes", {"steps": _arr(_obj(_STEP_PROPS), 1)})
 
-SPEEDUP = _doc("Speedup", "predicted speedup of one gamma (closed form or roofline)", {
+SPEEDUP = _doc("Speedup", "spectune speedup", "predicted speedup of one gamma (closed form or roofline)", {
     "formula": STR, "alpha": FRACTION, "gamma": NONNEG_INT, "draft_cost": NUM,
     "gpu": STR, "model": STR, "drafter": STR, "batch": POS_INT, "context": NONNEG_INT,
     "acceptance": STR, "expected_tokens": NUM, "plain_step_seconds": NUM,
     "verify_seconds": NUM, "draft_seconds": NUM, "speedup": NUM,
 }, required=["formula", "gamma", "expected_tokens", "speedup"])
 
-PROFILE_LIST = _doc("ProfileList", "built-in profiles and shipped examples", {
+PROFILE_LIST = _doc("ProfileList", "spectune profiles list", "built-in profiles and shipped examples", {
     "profiles": _arr(_obj({"kind": {"enum": ["gpus", "models", "drafters", "engines", "examples"]},
                            "name": STR, "description": STR})),
 })
 
 _RANGE = {"type": "array", "prefixItems": [POS_INT, POS_INT, NONNEG_INT], "minItems": 3,
           "maxItems": 3, "description": "[first batch size, last batch size, gamma], inclusive"}
-CHECK_REPORT = _doc("CheckReport", "a serving configuration's speculation against the recommendation", {
+CHECK_REPORT = _doc("CheckReport", "spectune check",
+                    "a serving configuration's speculation against the recommended settings", {
     "metadata": METADATA,
     "verdict": {"enum": ["pass", "fail"]},
     "exit_code": {"enum": [0, 1]},
@@ -148,6 +154,7 @@ CHECK_REPORT = _doc("CheckReport", "a serving configuration's speculation agains
         "batch": POS_INT, "context": NONNEG_INT,
         "configured_gamma": NONNEG_INT, "configured_speedup": NUM,
         "recommended_gamma": NONNEG_INT, "recommended_speedup": NUM,
+        "unconstrained_gamma": NONNEG_INT, "unconstrained_speedup": NUM,
         "shortfall": NUM, "slows_down": BOOL, "ok": BOOL,
         "plain_tokens_per_s": NUM, "configured_tokens_per_s": NUM, "recommended_tokens_per_s": NUM,
     }), 1),
@@ -167,7 +174,7 @@ CHECK_REPORT = _doc("CheckReport", "a serving configuration's speculation agains
 _HIST = _nullable(_obj({"count": NUM, "sum": NUM, "mean": _nullable(NUM),
                         "buckets": _arr(_obj({"le": NUM, "count": NUM}))}))
 _NNUM = _nullable(NUM)
-OBSERVATION = _doc("Observation", "what `spectune observe` measured on a running server (or log)", {
+OBSERVATION = _doc("Observation", "spectune observe", "what was measured on a running server (or log)", {
     "schema": {"const": 1},
     "engine": _obj({"name": {"enum": ["vllm", "sglang"]}, "version": _nullable(STR), "metrics": STR}),
     "model_name": _nullable(STR),
@@ -197,38 +204,20 @@ OBSERVATION = _doc("Observation", "what `spectune observe` measured on a running
     "notes": _arr(STR),
 })
 
-SCHEMAS: dict[str, Schema] = {
-    "Recommendation": RECOMMENDATION,
-    "StepCost": STEP_COST,
-    "StepCostSweep": STEP_COST_SWEEP,
-    "Speedup": SPEEDUP,
-    "ProfileList": PROFILE_LIST,
-    "CheckReport": CHECK_REPORT,
-    "Observation": OBSERVATION,
-}
-
-DESCRIPTIONS = {
-    "Recommendation": "spectune recommend -o yaml|json",
-    "StepCost": "spectune cost (one --batch) -o yaml|json",
-    "StepCostSweep": "spectune cost (several --batch) -o yaml|json",
-    "Speedup": "spectune speedup -o yaml|json",
-    "ProfileList": "spectune profiles list -o yaml|json",
-    "CheckReport": "spectune check -o yaml|json",
-    "Observation": "spectune observe -o yaml|json",
-}
+SCHEMAS: dict[str, Schema] = {s["title"]: s for s in (
+    RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT, OBSERVATION)}
 
 
 def kinds() -> dict[str, str]:
-    """Every documented kind and the command that prints it."""
-    return dict(DESCRIPTIONS)
+    """Every documented kind and its description (the command that prints it, and what it is)."""
+    return {kind: schema["description"] for kind, schema in SCHEMAS.items()}
 
 
 def schema_for(kind: str) -> Schema:
     """The JSON Schema of ``kind`` (case-insensitive); InputError for an unknown kind."""
-    table = SCHEMAS
-    for name, schema in table.items():
+    for name, schema in SCHEMAS.items():
         if name.lower() == kind.lower():
             return schema
-    close = difflib.get_close_matches(kind, list(table), n=2, cutoff=0.5)
+    close = difflib.get_close_matches(kind, list(SCHEMAS), n=2, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise InputError(f"unknown document kind {kind!r}{hint} (kinds: {', '.join(table)})")
+    raise InputError(f"unknown document kind {kind!r}{hint} (kinds: {', '.join(SCHEMAS)})")

@@ -70,7 +70,8 @@ def test_markdown_report_for_a_pull_request(runner: CliRunner) -> None:
     assert md.startswith("### spectune check: **FAIL**")
     header = next(ln for ln in md.splitlines() if ln.startswith("| batch"))
     assert [c.strip() for c in header.strip("|").split("|")] == [
-        "batch", "context", "configured γ", "speedup", "recommended γ*", "speedup", "shortfall", "status"]
+        "batch", "context", "configured γ", "speedup", "recommended γ", "speedup", "shortfall", "status",
+        "γ* per point"]
     rows = [ln for ln in md.splitlines() if ln.startswith("| ") and not ln.startswith("| batch")]
     assert len(rows) == 5
     assert "SLOWER" in md and "```yaml" in md and "num_speculative_tokens: 2" in md
@@ -438,3 +439,161 @@ def test_fix_reports_what_it_leaves_when_gamma_star_moves_with_context(runner: C
     fix = doc["fix"]
     assert fix is not None and fix["max_shortfall"] > 0  # one K per batch size cannot follow context
     assert any("even the recommended settings leave" in n for n in doc["notes"])
+
+
+# --------------------------------------------------------------------------- the gate and its own fix
+EXAMPLES = CI.parent
+
+
+@pytest.mark.parametrize("example", sorted(p.stem for p in EXAMPLES.glob("*.yaml")))
+@pytest.mark.parametrize("kind", ["vllm-yaml", "vllm", "sglang"])
+def test_emitted_settings_pass_the_gate(runner: CliRunner, tmp_path: Path, example: str, kind: str) -> None:
+    """emit -> check round trip: the gate compares against what the engine can be set to (a
+    per-batch schedule, or one static gamma), so the recommended settings always pass."""
+    prof = str(EXAMPLES / f"{example}.yaml")
+    emitted = runner.invoke(cli, ["emit", prof, kind])
+    assert emitted.exit_code == 0, emitted.output
+    if kind == "vllm-yaml":
+        f = tmp_path / "serve.yaml"
+        f.write_text(emitted.stdout)
+    elif kind == "vllm":
+        f = tmp_path / "serve.sh"
+        f.write_text(f"vllm serve m --speculative-config '{emitted.stdout.strip()}'\n")
+    else:
+        adaptive = runner.invoke(cli, ["emit", prof, "sglang-adaptive-config"])
+        if adaptive.exit_code == 0:
+            (tmp_path / "spectune-sglang-adaptive.json").write_text(adaptive.stdout)
+        f = tmp_path / "launch.sh"
+        f.write_text(f"python -m sglang.launch_server --model-path m {emitted.stdout.strip()}\n")
+    res = check(runner, f, "-o", "json", prof=prof)
+    assert res.exit_code == 0, res.stdout + res.stderr
+    doc = doc_of(res)
+    assert doc["verdict"] == "pass" and doc["fix"] is None
+    assert all(p["configured_gamma"] == p["recommended_gamma"] for p in doc["points"])
+    assert not any(p["slows_down"] for p in doc["points"])
+
+
+def test_gate_reports_unconstrained_gamma_star_but_compares_with_the_schedule(runner: CliRunner,
+                                                                               tmp_path: Path) -> None:
+    """The reviewer's case: one K per batch size cannot follow gamma* across contexts."""
+    prof = str(EXAMPLES / "llama-3.1-70b-h100-eagle3.yaml")
+    f = tmp_path / "rt.yaml"
+    f.write_text(runner.invoke(cli, ["emit", prof, "vllm-yaml"]).stdout)
+    res = check(runner, f, "-o", "json", prof=prof)
+    assert res.exit_code == 0, res.output
+    doc = doc_of(res)
+    differs = [p for p in doc["points"] if p["unconstrained_gamma"] != p["recommended_gamma"]]
+    assert differs, "gamma* should move with context length somewhere in this example"
+    # gamma* is the smallest gamma within the tie tolerance (1 %) of the best
+    assert all(p["unconstrained_speedup"] >= p["recommended_speedup"] / 1.0101 for p in doc["points"])
+    assert "gamma per batch size" in doc["summary"]
+    assert any("even the recommended settings leave" in n for n in doc["notes"])
+
+
+def test_data_parallel_gate_compares_with_one_static_gamma(runner: CliRunner, tmp_path: Path) -> None:
+    """vLLM ignores a schedule with dp > 1: the best it can be set to is one static K."""
+    from spectune.emit import make_plan
+    from spectune.profiles import load_deployment
+    from spectune.recommend import recommend
+
+    dp = tmp_path / "dp.yaml"
+    dp.write_text(yaml.safe_dump(profile(
+        drafter={"kind": "ngram"}, acceptance={"alpha": 0.6}, parallelism={"tp": 1, "dp": 4},
+        workload={"batch_sizes": [4, 16, 64, 256, 1024], "context_lengths": [2048]})))
+    plan = make_plan(recommend(load_deployment(str(dp))))
+    assert plan.varies
+    f = tmp_path / "serve.sh"
+    f.write_text(f"vllm serve m -dp 4 --speculative-config "
+                 f"'{{\"method\":\"ngram\",\"num_speculative_tokens\":{plan.static_gamma}}}'\n")
+    res = check(runner, f, "-o", "json", prof=str(dp))
+    assert res.exit_code == 0, res.output
+    doc = doc_of(res)
+    assert {p["recommended_gamma"] for p in doc["points"]} == {plan.static_gamma}
+    assert len({p["unconstrained_gamma"] for p in doc["points"]}) > 1
+    assert f"one gamma = {plan.static_gamma}" in doc["summary"]
+
+
+def test_a_slowdown_fails_even_when_the_recommended_settings_match(runner: CliRunner, tmp_path: Path) -> None:
+    from spectune.errors import EXIT_GATE_FAILED
+
+    res = check(runner, CI / "vllm-bad.yaml", "--tolerance", "1", "-o", "json")
+    assert res.exit_code == EXIT_GATE_FAILED
+    doc = doc_of(res)
+    assert doc["exit_code"] == EXIT_GATE_FAILED and any(p["slows_down"] for p in doc["points"])
+
+
+# --------------------------------------------------------------------------- draft-length ranges: exit 2
+@pytest.mark.parametrize("value", ["1e300", "100000", "65", ".inf", "-1"])
+def test_num_speculative_tokens_out_of_range(runner: CliRunner, tmp_path: Path, value: str) -> None:
+    f = tmp_path / "serve.yaml"
+    f.write_text("model: m\nspeculative-config:\n  method: ngram\n"
+                 f"  num_speculative_tokens: {value}\n")
+    res = check(runner, f)
+    assert res.exit_code == 2, res.output
+    assert f"{f}:3: num_speculative_tokens must be" in res.stderr  # the speculative-config mapping
+    assert "Traceback" not in res.output
+
+
+def test_schedule_k_out_of_range(tmp_path: Path) -> None:
+    f = tmp_path / "serve.sh"
+    f.write_text("vllm serve m --speculative-config '{\"method\":\"ngram\",\"num_speculative_tokens\":4,"
+                 "\"num_speculative_tokens_per_batch_size\":[[1,8,4],[9,64,100000]]}'\n")
+    with pytest.raises(InputError, match="K must be from 0 to 64"):
+        read_serving_config(str(f))
+
+
+@pytest.mark.parametrize("flags,option", [
+    ("--speculative-num-steps -3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4",
+     "--speculative-num-steps"),
+    ("--speculative-num-steps 100000 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4",
+     "--speculative-num-steps"),
+    ("--speculative-num-steps 3 --speculative-eagle-topk 0 --speculative-num-draft-tokens 4",
+     "--speculative-eagle-topk"),
+    ("--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 0",
+     "--speculative-num-draft-tokens"),
+])
+def test_sglang_triple_out_of_range(runner: CliRunner, tmp_path: Path, flags: str, option: str) -> None:
+    f = tmp_path / "launch.sh"
+    f.write_text("# SGLang\npython -m sglang.launch_server --model-path m --speculative-algorithm EAGLE3 "
+                 f"{flags}\n")
+    res = check(runner, f, "-o", "json", prof=sglang_profile(tmp_path))
+    assert res.exit_code == 2, res.output
+    assert f"{f}:2: {option} must be" in res.stderr
+
+
+# --------------------------------------------------------------------------- SGLang NGRAM
+def test_sglang_ngram_without_steps_names_the_real_problem(tmp_path: Path) -> None:
+    f = tmp_path / "launch.sh"
+    f.write_text("python -m sglang.launch_server --model-path m --speculative-algorithm NGRAM\n")
+    with pytest.raises(InputError) as err:
+        read_serving_config(str(f))
+    assert "partial" not in err.value.message and "are set" not in err.value.message
+    assert "NGRAM speculation without --speculative-num-steps" in err.value.message
+    f.write_text("python -m sglang.launch_server --model-path m --speculative-algorithm NGRAM "
+                 "--speculative-num-draft-tokens 4\n")
+    with pytest.raises(InputError, match="while --speculative-num-draft-tokens is set"):
+        read_serving_config(str(f))
+    f.write_text("python -m sglang.launch_server --model-path m --speculative-algorithm NGRAM "
+                 "--speculative-num-steps 3 --speculative-ngram-max-bfs-breadth 1\n")
+    conf = read_serving_config(str(f))
+    assert (conf.method, conf.gamma, conf.sglang and conf.sglang["eagle_topk"]) == ("NGRAM", 3, 1)
+
+
+# --------------------------------------------------------------------------- parsing kept after clean-up
+def test_store_true_flag_before_a_positional_and_two_engine_containers(tmp_path: Path) -> None:
+    f = tmp_path / "launch.sh"
+    f.write_text("python -m sglang.launch_server --enable-dp-attention m --dp-size 2 "
+                 "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1 "
+                 "--speculative-num-draft-tokens 4\n")
+    conf = read_serving_config(str(f))
+    assert conf.data_parallel == 2 and conf.gamma == 3
+    k8s = tmp_path / "pod.yaml"
+    k8s.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+                   "  - name: a\n    image: vllm/vllm-openai\n    args: [m, --speculative-config, "
+                   "'{\"method\":\"ngram\",\"num_speculative_tokens\":3}', -dp, '0']\n"
+                   "  - name: b\n    image: vllm/vllm-openai\n    args: [m]\n")
+    with pytest.raises(InputError, match="-dp must be >= 1"):
+        read_serving_config(str(k8s))
+    k8s.write_text(k8s.read_text().replace(", -dp, '0'", ""))
+    conf = read_serving_config(str(k8s))
+    assert conf.warnings[0] == "2 engine containers found; checked 'a' (line 8)"

@@ -321,3 +321,78 @@ def test_emit_only_prints_the_snippet_on_stdout(runner: CliRunner, tmp_path: Pat
     res = runner.invoke(cli, ["recommend", str(f), "--emit", "vllm"])
     assert res.stdout.count("\n") == 1 and res.stdout.startswith("{")
     assert "spectune: note:" in res.stderr and "spectune: note:" not in res.stdout
+
+
+# --------------------------------------------------------------------------- the plan passes the gate
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.mark.parametrize("example", sorted(p.stem for p in EXAMPLES.glob("*.yaml")))
+def test_plan_never_slows_a_declared_point(example: str) -> None:
+    """`spectune check` fails a gamma that slows any declared point (Sp < 1), so neither the
+    per-batch gamma nor the static one may pick one (Qwen3-30B-A3B: batch 2 at 2048 tokens)."""
+    from spectune.profiles import load_deployment
+
+    rec = recommend(load_deployment(str(EXAMPLES / f"{example}.yaml")))
+    plan = make_plan(rec)
+    sp = rec.grid.speedup
+    for i, (b, g) in enumerate(plan.per_batch):
+        assert b == rec.grid.batch[i]
+        assert (sp[i, :, g] >= 1 - 1e-9).all(), (b, g, sp[i, :, g])
+    assert (sp[:, :, plan.static_gamma] >= 1 - 1e-9).all()
+
+
+def test_per_batch_gamma_prefers_off_to_slowing_a_context() -> None:
+    from spectune.profiles import load_deployment
+
+    rec = recommend(load_deployment(str(EXAMPLES / "qwen3-30b-a3b-h100-eagle3.yaml")))
+    per = dict(per_batch_gamma(rec))
+    i = list(rec.grid.batch).index(2)
+    assert (rec.gamma_star[i] > 0).any() and (rec.gamma_star[i] == 0).any()
+    assert per[2] == 0
+
+
+def test_static_gamma_slows_no_point_of_the_mix() -> None:
+    from spectune.emit.plan import throughput
+
+    rec = rec_of(drafter=EAGLE3, acceptance={"alpha": 0.5},
+                 workload={"batch_sizes": [1, 2048], "context_lengths": [1024]})
+    sp = rec.grid.speedup
+    mix = {1: 0.999, 2048: 0.001}  # mostly batch 1, where gamma 2 is best; it slows batch 2048
+    tp = throughput(rec.grid)[:, 0, :]
+    assert (mix[1] * tp[0] + mix[2048] * tp[1]).argmax() == 2 and sp[1, 0, 2] < 1
+    static = make_plan(rec, mix).static_gamma
+    assert static == 1 and sp[1, 0, static] >= 1
+    assert make_plan(rec, {1: 1.0}).static_gamma == rec.gamma_star[0, 0]  # batch 2048 not in the mix
+
+
+# --------------------------------------------------------------------------- one emitting path
+def test_schedule_described_once_for_both_engines() -> None:
+    from spectune.emit.plan import describe
+
+    rec = rec_of(**SGLANG_CASES["eagle3-varying"])
+    plan = make_plan(rec)
+    assert describe(plan) == ", ".join(f"batch {lo}-{hi}: {g}" if lo != hi else f"batch {lo}: {g}"
+                                       for lo, hi, g in plan.schedule)
+    for kind in ("vllm", "sglang"):
+        assert any(describe(plan) in n for n in build_snippet(rec, kind).notes)
+
+
+def test_build_snippet_takes_the_adaptive_config_path(runner: CliRunner, tmp_path: Path) -> None:
+    rec = rec_of(**SGLANG_CASES["eagle3-varying"])
+    snip = build_snippet(rec, "sglang", adaptive_path="/etc/sglang/a.json")
+    assert parse_sglang(snip.text).speculative_adaptive_config == "/etc/sglang/a.json"
+    assert any("> /etc/sglang/a.json" in n for n in snip.notes)
+    f = write(tmp_path, **SGLANG_CASES["eagle3-varying"])
+    via_emit = runner.invoke(cli, ["emit", str(f), "sglang", "--adaptive-config-path", "/etc/sglang/a.json"])
+    assert via_emit.stdout == snip.text
+    assert runner.invoke(cli, ["emit", str(f), "sglang"]).stdout == \
+        runner.invoke(cli, ["recommend", str(f), "--emit", "sglang"]).stdout
+
+
+def test_no_adaptive_config_message_fits_both_commands(runner: CliRunner, tmp_path: Path) -> None:
+    f = write(tmp_path, **VARYING)  # NGRAM cannot adapt
+    res = runner.invoke(cli, ["emit", str(f), "sglang-adaptive-config"])
+    assert res.exit_code == 2
+    assert "use --emit sglang" not in res.stderr
+    assert "spectune emit PROFILE sglang" in res.stderr and "--emit sglang" in res.stderr

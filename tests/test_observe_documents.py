@@ -4,6 +4,7 @@ recommend, `--log -`, vLLM V0 metric names, and the recommend hook."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,166 @@ def test_documents_validate_against_the_published_schema() -> None:
         doc = json.loads(render(obs.to_dict(), "json"))
         errors = [f"{list(e.path)}: {e.message}" for e in validator.iter_errors(doc)]
         assert not errors, errors
+
+
+# --------------------------------------------------------------------------- review fixes
+def _set(path: str, value: object):  # type: ignore[no-untyped-def]
+    """A mutation setting ``a.b[0].c`` of the document to ``value``."""
+    import re
+
+    keys = [int(k) if k.isdigit() else k for k in re.findall(r"[^.\[\]]+", path)]
+
+    def mutate(doc: dict) -> None:  # type: ignore[type-arg]
+        node = doc
+        for k in keys[:-1]:
+            node = node[k]
+        node[keys[-1]] = value
+
+    return mutate
+
+
+RUNNING0 = "operating_point.running.distribution[0]"
+
+
+@pytest.mark.parametrize("path,value,says", [
+    ("operating_point.prompt_tokens.buckets", 5, "operating_point.prompt_tokens.buckets: expected a list"),
+    (f"{RUNNING0}.running", 1e300, f"{RUNNING0}.running: expected a finite number"),
+    (f"{RUNNING0}.running", 10 ** 400, f"{RUNNING0}.running: expected a finite number"),
+    (f"{RUNNING0}.running", 2.5, f"{RUNNING0}.running: expected a whole number"),
+    (f"{RUNNING0}.running", -1, f"{RUNNING0}.running: expected a number >= 0"),
+    (f"{RUNNING0}.samples", 0, f"{RUNNING0}.samples: expected a number >= 1"),
+    ("operating_point.running.samples", 7, "operating_point.running.samples: 7, but the distribution"),
+    ("operating_point.running.distribution", {"a": 1}, "running.distribution: expected a list"),
+    ("operating_point.prompt_tokens.mean", 1e300, "prompt_tokens.mean: expected a finite number"),
+    ("operating_point.prompt_tokens.count", float("inf"), "prompt_tokens.count: expected a finite"),
+    ("window.samples", 1e300, "window.samples: expected a finite number"),
+    ("speculation.num_speculative_tokens", 1.5, "num_speculative_tokens: expected a whole number"),
+    ("speculation.per_position.accepted", 3, "per_position.accepted: expected a list"),
+    ("speculation.per_position.marginal", [0.5], "one entry per position"),
+    ("speculation.per_position.conditional[1]", "x", "conditional[1]: expected a number"),
+    ("acceptance.conditional", "0.5", "acceptance.conditional: expected a list"),
+    ("acceptance.conditional", [float("nan")], "acceptance.conditional[0]: expected a finite"),
+    ("segments", {"start": 0}, "segments: expected a list"),
+    ("notes", 5, "notes: expected a list"),
+    ("notes", [{"a": 1}], "notes[0]: expected text"),
+])
+def test_bad_types_and_bounds_are_input_errors(tmp_path: Path, path: str, value: object, says: str) -> None:
+    """`buckets: 5` was a TypeError, `running: 1e300` an OverflowError in recommend."""
+    doc = _fixture_observation().to_dict()
+    _set(path, value)(doc)
+    files = {"bad.yaml": yaml.safe_dump(doc)}
+    if all(math.isfinite(x) for x in _floats(doc)):  # JSON has no NaN / Infinity
+        files["bad.json"] = json.dumps(doc)
+    for name, text in files.items():
+        file = tmp_path / name
+        file.write_text(text)
+        with pytest.raises(ObserveUsageError) as err:
+            load_observation(file)
+        assert says in err.value.message
+        assert err.value.message.startswith(f"{file}: ") and err.value.exit_code == 2
+
+
+def _floats(node: object) -> list[float]:
+    if isinstance(node, float):
+        return [node]
+    if isinstance(node, dict):
+        node = list(node.values())
+    return [x for v in node for x in _floats(v)] if isinstance(node, list) else []
+
+
+@pytest.mark.parametrize("path,value", [("operating_point.prompt_tokens.buckets", 5),
+                                        (f"{RUNNING0}.running", 1e300)])
+def test_recommend_with_a_bad_observation_exits_2(tmp_path: Path, path: str, value: object) -> None:
+    doc = _fixture_observation().to_dict()
+    _set(path, value)(doc)
+    file = tmp_path / "obs.yaml"
+    file.write_text(yaml.safe_dump(doc))
+    example = Path(__file__).parents[1] / "examples" / "llama-3.1-70b-h100-eagle3.yaml"
+    res = CliRunner().invoke(cli, ["recommend", str(example), "--observed", str(file)])
+    assert res.exit_code == 2, res.output
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("spectune: error: ") and str(file) in err[0]
+    assert path.rsplit(".", 1)[-1] in err[0] and res.stdout == ""
+
+
+def test_load_bytes_that_are_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ObserveUsageError, match="not UTF-8"):
+        load_observation(path)
+
+
+def test_table_without_interval() -> None:
+    """Adjacent f-strings joined before the conditional: the window line became ')'."""
+    from dataclasses import replace
+
+    obs = _fixture_observation()
+    doc = replace(obs, window=replace(obs.window, interval_seconds=None)).to_dict()
+    lines = render(doc, "table").splitlines()
+    window = [ln for ln in lines if ln.startswith("window ")]
+    assert window == ["window 2026-11-22T23:46:23.000Z .. 2026-11-22T23:47:23.500Z (60.5 s, 2 samples)"]
+    assert ")" not in [ln.strip() for ln in lines]
+    with_interval = render(obs.to_dict(), "table")
+    assert "(60.5 s, 2 samples, every 5 s)" in with_interval
+
+
+def _log_line(accepted: int, drafted: int, rates: str) -> str:
+    return (f"INFO 11-23 08:00:00 [metrics.py:120] SpecDecoding metrics: Mean acceptance length: 1.00, "
+            f"Accepted throughput: 0.00 tokens/s, Drafted throughput: 0.00 tokens/s, Accepted: {accepted} "
+            f"tokens, Drafted: {drafted} tokens, Per-position acceptance rate: {rates}, "
+            "Avg Draft acceptance rate: 0.0%\n")
+
+
+def test_log_without_drafts_is_no_speculative_traffic() -> None:
+    """Lines with 0 drafts used to give exit 0 and a = [0, 0, 0]; /metrics gives exit 6."""
+    from spectune.observe.faults import NoSpeculativeTraffic
+    from spectune.observe.log import aggregate, parse_log
+
+    text = _log_line(0, 0, "0.000, 0.000, 0.000") * 3
+    res = CliRunner().invoke(cli, ["observe", "--log", "-", "-o", "json"], input=text)
+    assert res.exit_code == 6, res.output
+    assert "0 drafted tokens" in res.stderr and res.stdout == ""
+    with pytest.raises(NoSpeculativeTraffic, match="3 SpecDecoding line"):
+        aggregate(parse_log(text.splitlines())[0], "x.log")
+
+
+def test_log_accepted_tokens_with_rates_rounding_to_zero() -> None:
+    """Accepted: 3 with rates 0.000 used to vanish from the per-position counts."""
+    text = _log_line(3, 3000, "0.000, 0.000, 0.000") + _log_line(8, 30, "0.500, 0.300, 0.000")
+    res = CliRunner().invoke(cli, ["observe", "--log", "-", "-o", "json"], input=text)
+    assert res.exit_code == 0, res.output
+    spec = json.loads(res.stdout)["speculation"]
+    assert spec["accepted_tokens"] == 11
+    assert spec["per_position"]["accepted"] == [3 + 5, 3, 0]
+    assert sum(spec["per_position"]["accepted"]) == spec["accepted_tokens"]
+    notes = json.loads(res.stdout)["notes"]
+    assert any("1 line(s) report 3 accepted token(s)" in n and "position 1" in n for n in notes)
+    assert not any("had no accepted token" in n for n in notes)
+
+
+def test_operating_point_source_is_the_document_s() -> None:
+    """The source is already redacted when written: a log path is not a URL to redact again."""
+    from dataclasses import replace
+
+    from spectune.observe.observation import Source
+
+    obs = replace(load_log_observation(), source=Source("log", "//ops@nas/logs/vllm.log"))
+    assert observation_operating_point(obs)["source"] == "log //ops@nas/logs/vllm.log"
+
+
+def test_json_exponents_load_as_numbers(tmp_path: Path) -> None:
+    """json writes 1e-06 without a dot, which YAML 1.1 reads as text: JSON is read as JSON."""
+    from dataclasses import replace
+
+    from spectune.observe.observation import HistogramSummary
+
+    obs = _fixture_observation()
+    itl = HistogramSummary(3, 3e-06, 1e-06, ((1e-06, 3),))
+    op = replace(obs.operating_point, inter_token_latency_seconds=itl)
+    text = render(replace(obs, operating_point=op).to_dict(), "json")
+    assert "1e-06" in text
+    path = tmp_path / "obs.json"
+    path.write_text(text)
+    back = load_observation(path)
+    assert back.operating_point.inter_token_latency_seconds == itl
+    assert render(back.to_dict(), "json") == text

@@ -438,3 +438,98 @@ def test_usage_errors() -> None:
     assert "ftp://" in one_line_error(cli_run(["ftp://x/metrics"]), 2)
     res = cli_run(["localhost:1", "--token-file", "/no/tok"])
     assert "cannot read --token-file" in one_line_error(res, 2)
+
+
+# --------------------------------------------------------------------------- review fixes
+@pytest.mark.parametrize("source", ["env", "file"])
+@pytest.mark.parametrize("bad", ["left’right", "left\nright", "left right", "left\x01right"])
+def test_token_that_is_not_printable_ascii_is_a_usage_error(tmp_path: Path, source: str, bad: str) -> None:
+    """A curly quote used to end in a UnicodeEncodeError traceback (exit 1), a second line in
+    the file in "connection refused" (exit 3) after seconds of retries. Now: exit 2 at once,
+    naming the variable or file, never the token, and nothing is sent."""
+    tok = tmp_path / "token"
+    tok.write_text(bad + "\n", encoding="utf-8")
+    args, env = ([], {"SPECTUNE_METRICS_TOKEN": bad})
+    if source == "file":
+        args, env = ["--token-file", str(tok)], {}
+    with MetricsServer(lambda n: ok(growing(n))) as srv:
+        start = time.monotonic()
+        res = cli_run([srv.url, *CLI_FAST, *args], env=env)
+        elapsed = time.monotonic() - start
+        sent = list(srv.requests)
+    line = one_line_error(res, 2)
+    assert (str(tok) if source == "file" else "$SPECTUNE_METRICS_TOKEN") in line
+    assert "printable ASCII" in line
+    assert "left" not in _all_output(res) and "right" not in _all_output(res)
+    assert sent == [] and elapsed < 2.0
+
+
+def test_token_library_callers_are_checked_too() -> None:
+    from spectune.observe.scrape import ScrapeOptions
+
+    with pytest.raises(ObserveUsageError, match="non-ASCII") as err:
+        observe_url("http://127.0.0.1:9/metrics", token="se’cret", **FAST)  # type: ignore[arg-type]
+    assert "cret" not in err.value.message
+    with pytest.raises(ObserveUsageError, match="line break"):
+        ScrapeOptions("http://127.0.0.1:9/metrics", token="a\nb")
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n", ""])
+def test_token_one_trailing_newline_is_dropped(tmp_path: Path, ending: str) -> None:
+    tok = tmp_path / "token"
+    tok.write_bytes((TOKEN + ending).encode())
+    with MetricsServer(lambda n: ok(growing(n))) as srv:
+        res = cli_run([srv.url, *CLI_FAST, "--token-file", str(tok)])
+        res2 = cli_run([srv.url, *CLI_FAST], env={"SPECTUNE_METRICS_TOKEN": TOKEN + ending})
+        got = {r["headers"].get("Authorization") for r in srv.requests}
+    assert res.exit_code == 0 and res2.exit_code == 0, res.output + res2.output
+    assert got == {f"Bearer {TOKEN}"}
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "[::1:8000", "http://alice:hunter2@[::1/metrics"])
+def test_url_that_does_not_parse_is_a_usage_error(url: str) -> None:
+    """urlsplit's ValueError ("Invalid IPv6 URL") used to escape as a traceback."""
+    line = one_line_error(cli_run([url, *CLI_FAST]), 2)
+    assert "not a valid URL" in line and "hunter2" not in line and "alice" not in line
+    with pytest.raises(ObserveUsageError, match="not a valid URL"):
+        observe_url(url, **FAST)  # type: ignore[arg-type]
+
+
+def test_scrape_options_repr_hides_url_credentials() -> None:
+    from spectune.observe.scrape import ScrapeOptions, Scraper, redact_url
+
+    opts = ScrapeOptions("http://alice:hunter2@127.0.0.1:9/metrics", token=TOKEN)
+    for text in (repr(opts), str(opts), repr(Scraper(opts))):
+        assert "hunter2" not in text and "alice" not in text and TOKEN not in text
+        assert "http://127.0.0.1:9/metrics" in text
+    assert "token='***'" in repr(opts) and "timeout=10.0" in repr(opts)
+    assert redact_url("http://u:p@[::1]:8000/metrics") == "http://[::1]:8000/metrics"
+    assert redact_url("http://u:p@[::1") == "http://[::1"
+
+
+def test_engine_metrics_are_checked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first scrape decides the engine's flavour (fail fast); analyse does not redo it."""
+    from spectune.observe import sglang, vllm
+
+    calls: list[str] = []
+    real_flavour, real_check = vllm.flavour, sglang.check
+    monkeypatch.setattr(vllm, "flavour", lambda *a: calls.append("vllm") or real_flavour(*a))
+    monkeypatch.setattr(sglang, "check", lambda *a: calls.append("sglang") or real_check(*a))
+    with MetricsServer(lambda n: ok(growing(n))) as srv:
+        observe_url(srv.url, **FAST)  # type: ignore[arg-type]
+    with MetricsServer(lambda n: Reply(200, sglang_text(2.2, 0.4))) as srv:
+        observe_url(srv.url, **FAST)  # type: ignore[arg-type]
+    assert calls == ["vllm", "sglang"]
+
+
+def test_progress_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    from spectune.observe import command
+
+    monkeypatch.setattr(command, "_stderr_is_terminal", lambda: True)
+    with MetricsServer(lambda n: ok(growing(n))) as srv:
+        res = cli_run([srv.url, "--window", "0.6", "--interval", "0.2", "-o", "json"])
+    assert res.exit_code == 0, res.output
+    assert "observing 0.6 s" in res.stderr and json.loads(res.stdout)["speculation"]["drafts"] > 0
+    failed = cli_run([f"127.0.0.1:{closed_port()}", "--window", "0.6", "--retries", "0"])
+    assert failed.exit_code == EXIT_CONNECTION
+    assert failed.stderr.strip().splitlines()[-1].startswith("spectune: error: connection refused")

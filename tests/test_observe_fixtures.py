@@ -113,7 +113,7 @@ def test_log_line_variants() -> None:
             "Avg Draft acceptance rate: 0.0%")
     rec = parse_line(zero)
     assert rec is not None and rec.drafts_estimate() == (100, False)
-    assert rec.month_day_time == (11, 23, 8, 0, 0, pytest.approx(0.123))
+    assert rec.stamp == "11-23 08:00:00.123"
     obs = aggregate([rec], "x")
     assert obs.acceptance.conditional == (0.0, 0.0, 0.0)
     assert any("full length" in n for n in obs.notes)

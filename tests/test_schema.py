@@ -138,13 +138,49 @@ def test_metrics_observation_validates() -> None:
     assert doc["operating_point"]["running"]["distribution"]
 
 
-def test_emit_takes_the_batch_mix_from_an_observation(tmp_path: Path, prof: str) -> None:
+def test_schema_list_is_derived_from_the_schemas() -> None:
+    from spectune.schema import kinds
+
+    assert kinds() == {k: s["description"] for k, s in SCHEMAS.items()}
+    assert all(s["title"] == k and s["description"].startswith("spectune ") for k, s in SCHEMAS.items())
+    res = CliRunner().invoke(cli, ["schema"])
+    assert "CheckReport     spectune check -o yaml|json: " in res.stdout
+
+
+@pytest.mark.parametrize("kind", ["vllm", "vllm-yaml", "sglang"])
+def test_emit_observed_prints_what_recommend_observed_emit_prints(tmp_path: Path, prof: str,
+                                                                  kind: str) -> None:
+    """Both read the observation with spectune.observe.apply: measured acceptance, observed
+    batch sizes and context, and the observed batch mix for a static gamma."""
     obs = tmp_path / "obs.yaml"
     obs.write_bytes(metrics_observation(["-o", "yaml"]))
-    res = CliRunner().invoke(cli, ["emit", prof, "vllm", "--observed", str(obs)])
+    emitted = CliRunner().invoke(cli, ["emit", prof, kind, "--observed", str(obs)])
+    recommended = CliRunner().invoke(cli, ["recommend", prof, "--observed", str(obs), "--emit", kind])
+    assert emitted.exit_code == recommended.exit_code == 0, emitted.output + recommended.output
+    assert emitted.stdout == recommended.stdout
+    assert "observed operating point" not in emitted.stdout
+
+
+def _idle(tmp_path: Path) -> Path:
+    doc = yaml.safe_load(metrics_observation(["-o", "yaml"]))
+    running = doc["operating_point"]["running"]
+    running.update(distribution=[{"running": 0, "samples": running["samples"]}], mean=0)
+    f = tmp_path / "idle.yaml"
+    f.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return f
+
+
+def test_emit_observed_without_a_batch_mix(tmp_path: Path, prof: str) -> None:
+    idle = _idle(tmp_path)
+    res = CliRunner().invoke(cli, ["emit", prof, "vllm", "--observed", str(idle)])
     assert res.exit_code == 0, res.output
-    json.loads(res.stdout)
+    assert "no request was running in the observed window" in res.stderr
+    assert "/metrics URL" not in res.stderr  # it came from /metrics
+    same = CliRunner().invoke(cli, ["recommend", prof, "--observed", str(idle), "--emit", "vllm"])
+    assert res.stdout == same.stdout
     log_obs = tmp_path / "log.json"
     log_obs.write_bytes(run(observe_command(), ["--log", str(LOG), "-o", "json"]))
     res = CliRunner().invoke(cli, ["emit", prof, "vllm", "--observed", str(log_obs)])
-    assert res.exit_code == 2 and "no running-request distribution" in res.stderr
+    assert res.exit_code == 0, res.output
+    assert "a log has no running-request counts" in res.stderr
+    json.loads(res.stdout)

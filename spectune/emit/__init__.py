@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spectune.emit.plan import Plan, make_plan
+from spectune.emit.sglang import DEFAULT_ADAPTIVE_CONFIG
 from spectune.errors import InputError
 from spectune.recommend import Recommendation
 
@@ -27,8 +28,11 @@ class Snippet:
 
 
 def build_snippet(rec: Recommendation, kind: str, weights: Mapping[int, float] | None = None,
-                  plan: Plan | None = None) -> Snippet:
-    """The snippet of ``kind`` (one of :data:`EMIT_KINDS`) and the notes that go with it."""
+                  plan: Plan | None = None,
+                  adaptive_path: str = DEFAULT_ADAPTIVE_CONFIG) -> Snippet:
+    """The snippet of ``kind`` (one of :data:`EMIT_KINDS`) and the notes that go with it.
+
+    ``adaptive_path``: the file SGLang's ``--speculative-adaptive-config`` points at."""
     from spectune.emit import sglang, vllm
 
     plan = plan or make_plan(rec, weights)
@@ -40,16 +44,19 @@ def build_snippet(rec: Recommendation, kind: str, weights: Mapping[int, float] |
             return Snippet(vllm.render_yaml(cfg, rec), notes)
         return Snippet(vllm.render_python(cfg, rec), notes)
     if kind in ("sglang", "sglang-adaptive-config"):
-        settings = sglang.sglang_settings(rec, plan=plan)
+        settings = sglang.sglang_settings(rec, plan=plan, adaptive_path=adaptive_path)
         if kind == "sglang":
             return Snippet(sglang.render_args(settings), settings.notes)
         return Snippet(sglang.render_adaptive(settings), [])
     raise InputError(f"unknown snippet kind {kind!r}; expected one of {', '.join(EMIT_KINDS)}")
 
 
-def emit_snippet(rec: Recommendation, kind: str, weights: Mapping[int, float] | None = None) -> str:
-    """The snippet text; its notes are written to stderr as ``spectune: note: ...``."""
-    snip = build_snippet(rec, kind, weights)
+def emit_snippet(rec: Recommendation, kind: str, weights: Mapping[int, float] | None = None,
+                 adaptive_path: str = DEFAULT_ADAPTIVE_CONFIG) -> str:
+    """The snippet text; its notes are written to stderr as ``spectune: note: ...``.
+
+    What ``spectune recommend --emit`` and ``spectune emit`` both print."""
+    snip = build_snippet(rec, kind, weights, adaptive_path=adaptive_path)
     for note in snip.notes:
         print(f"spectune: note: {note}", file=sys.stderr)
     return snip.text

@@ -5,12 +5,16 @@ draft length per batch-size range (vLLM's ``num_speculative_tokens_per_batch_siz
 SGLang's adaptive config) or one for everything, so this module collapses the grid:
 
 * per batch size: gamma* where it is the same at every declared context, otherwise the
-  gamma that maximises the mean predicted speedup over the declared contexts;
+  gamma that maximises the mean predicted speedup over the declared contexts among those
+  that slow no declared context down (gamma = 0 always qualifies);
 * as inclusive batch-size ranges covering 1..max declared batch, split at the geometric
   midpoint between declared sizes, equal neighbours merged;
 * one static gamma for the whole declared mix: the one that maximises the mean predicted
   throughput (tokens/s) over the operating points, weighted by an observed batch
-  distribution when one is given.
+  distribution when one is given, among those that slow no operating point of the mix down.
+
+A configured gamma that slows a declared operating point fails ``spectune check``, so the
+plan never picks one: what is emitted always passes the gate.
 
 Ties follow :func:`spectune.recommend.choose`: the smallest gamma within the deployment's
 ``tie_tolerance`` of the best.
@@ -24,11 +28,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spectune.cost.roofline import Array
 from spectune.errors import InputError
 from spectune.recommend import Recommendation, choose
 from spectune.speedup import SpeedupGrid, speedup_grid
 
 Range = tuple[int, int, int]  # (first batch size, last batch size, gamma), inclusive
+SLOWDOWN = 1e-9  # a speedup below 1 - SLOWDOWN slows the point down (as `spectune check` judges)
+
+
+def _safe(speedup: Array) -> Array:
+    """Mask over the last (gamma) axis: True where no point of ``speedup`` is slowed down."""
+    flat = np.asarray(speedup).reshape(-1, np.shape(speedup)[-1])
+    return np.asarray((flat >= 1.0 - SLOWDOWN).all(axis=0))
 
 
 @dataclass(frozen=True)
@@ -60,7 +72,8 @@ def per_batch_gamma(rec: Recommendation) -> list[tuple[int, int]]:
         if np.all(row == row[0]):
             g = int(row[0])
         else:
-            g = int(grid.gamma[choose(grid.speedup[i].mean(axis=0), tol)])
+            sp = grid.speedup[i]  # (contexts, gammas)
+            g = int(grid.gamma[choose(np.where(_safe(sp), sp.mean(axis=0), -np.inf), tol)])
         out.append((int(b), g))
     return sorted(out)
 
@@ -138,7 +151,14 @@ def static_gamma(rec: Recommendation,
     for b, x in mix.items():
         w[index[b]] = x
     mean = (w[:, None] * tp).sum(axis=0)
+    mean = np.where(_safe(grid.speedup[w > 0]), mean, -np.inf)
     return int(grid.gamma[choose(mean, rec.deployment.tie_tolerance)]), mix
+
+
+def describe(plan: Plan) -> str:
+    """The schedule in words, for notes: ``batch 1-45: 5, batch 46-90: 4``."""
+    return ", ".join(f"batch {lo}-{hi}: {g}" if lo != hi else f"batch {lo}: {g}"
+                     for lo, hi, g in plan.schedule)
 
 
 def make_plan(rec: Recommendation, weights: Mapping[int, float] | None = None) -> Plan:

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spectune.emit.plan import Plan, make_plan
+from spectune.emit.plan import Plan, describe, make_plan
 from spectune.errors import InputError
 from spectune.recommend import Recommendation
 
@@ -94,7 +94,7 @@ def sglang_settings(rec: Recommendation, weights: Mapping[int, float] | None = N
                    "decisions are not synchronised across DP ranks")
         if why:
             k = plan.static_gamma
-            out.notes.append(f"gamma* changes with batch size ({_describe(plan)}) but {why}: "
+            out.notes.append(f"gamma* changes with batch size ({describe(plan)}) but {why}: "
                              f"emitting one static gamma = {k}, the best mean predicted "
                              "throughput over the declared batch mix")
             if k == 0:
@@ -104,7 +104,7 @@ def sglang_settings(rec: Recommendation, weights: Mapping[int, float] | None = N
             adaptive = True
             out.adaptive_config = {str(lo): {"candidate_steps": [g]} for lo, _, g in plan.schedule}
             out.notes.append(
-                f"gamma* changes with batch size ({_describe(plan)}): write the adaptive config "
+                f"gamma* changes with batch size ({describe(plan)}): write the adaptive config "
                 f"with `spectune emit PROFILE sglang-adaptive-config > {adaptive_path}` "
                 "(one candidate per batch-size range, so SGLang follows the recommendation)")
     args = ["--speculative-algorithm", algo]
@@ -125,10 +125,6 @@ def sglang_settings(rec: Recommendation, weights: Mapping[int, float] | None = N
     return out
 
 
-def _describe(plan: Plan) -> str:
-    return ", ".join(f"batch {lo}-{hi}: {g}" if lo != hi else f"batch {lo}: {g}"
-                     for lo, hi, g in plan.schedule)
-
 
 def render_args(settings: SglangSettings) -> str:
     """The flags on one line, shell-quoted (empty line = speculation off)."""
@@ -138,6 +134,8 @@ def render_args(settings: SglangSettings) -> str:
 def render_adaptive(settings: SglangSettings) -> str:
     if settings.adaptive_config is None:
         raise InputError("gamma* does not change with batch size here (or SGLang cannot adapt for "
-                         "this drafter): there is no adaptive config to write; use --emit sglang")
+                         "this drafter): there is no adaptive config to write; the `sglang` flags "
+                         "alone configure it (spectune emit PROFILE sglang, or spectune recommend "
+                         "PROFILE --emit sglang)")
     items = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in settings.adaptive_config.items()]
     return "{\n" + ",\n".join(items) + "\n}\n"

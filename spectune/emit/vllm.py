@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from spectune import __version__
-from spectune.emit.plan import Plan, make_plan
+from spectune.emit.plan import Plan, describe, make_plan
 from spectune.errors import InputError
 from spectune.recommend import Recommendation
 
@@ -72,7 +72,7 @@ def vllm_speculative_config(rec: Recommendation, weights: Mapping[int, float] | 
         if dep.parallelism.dp > 1:
             k = plan.static_gamma
             notes.append(
-                f"gamma* changes with batch size ({_describe(plan)}) but vLLM ignores "
+                f"gamma* changes with batch size ({describe(plan)}) but vLLM ignores "
                 f"num_speculative_tokens_per_batch_size when data_parallel_size > 1 "
                 f"(dp = {dep.parallelism.dp}; vllm/config/vllm.py, vllm-project/vllm#45963): "
                 f"emitting one static K = {k}, the best mean predicted throughput over "
@@ -83,7 +83,7 @@ def vllm_speculative_config(rec: Recommendation, weights: Mapping[int, float] | 
         else:
             schedule = [[lo, hi, g] for lo, hi, g in plan.schedule]
             notes.append(f"gamma* changes with batch size: num_speculative_tokens_per_batch_size "
-                         f"schedules it ({_describe(plan)}); num_speculative_tokens = {k} is the "
+                         f"schedules it ({describe(plan)}); num_speculative_tokens = {k} is the "
                          "largest K (vLLM sizes its buffers by it and clamps the schedule to it)")
     cfg: dict[str, Any] = {"method": method}
     if path and method != "ngram":
@@ -94,16 +94,13 @@ def vllm_speculative_config(rec: Recommendation, weights: Mapping[int, float] | 
     return cfg, notes
 
 
-def _describe(plan: Plan) -> str:
-    return ", ".join(f"batch {lo}-{hi}: {g}" if lo != hi else f"batch {lo}: {g}"
-                     for lo, hi, g in plan.schedule)
-
 
 def _mix(plan: Plan) -> str:
     ws = [w for _, w in plan.weights]
     if max(ws) - min(ws) < 1e-12:
-        return "the profile's operating points"
-    return "the observed batch-size distribution"
+        return "the profile's operating points, weighted equally"
+    # unequal weights come only from an observation or --batch-mix
+    return "the batch-size weights given (observed, or --batch-mix)"
 
 
 def render_json(cfg: dict[str, Any] | None) -> str:

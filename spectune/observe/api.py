@@ -24,7 +24,6 @@ from spectune.observe.scrape import (
     ScrapeOptions,
     Scraper,
     normalize_url,
-    redact_url,
     resolve_token,
 )
 from spectune.observe.window import Capture, Snapshot
@@ -108,11 +107,12 @@ def observe_url(url: str, *, window: float = 60.0, interval: float = 5.0, model_
         if first.attempts > 1:
             notes.append(f"sample 0 needed {first.attempts} attempts ({'; '.join(first.retry_reasons)})")
         engine = detect_engine(first.exposition)
-        mod = _vllm if engine == "vllm" else _sglang
-        model = mod.resolve_model(first.exposition, model_name)
+        # fail fast, before the window: the engine's metrics for this model must be there
         if engine == "vllm":
-            _vllm.flavour(first.exposition, model)
+            model = _vllm.resolve_model(first.exposition, model_name)
+            flavour = _vllm.flavour(first.exposition, model)
         else:
+            model = _sglang.resolve_model(first.exposition, model_name)
             _sglang.check(first.exposition, model)
         version = _engine_version(scraper, engine) if ask_version else None
         snaps = [Snapshot(first.time, first.exposition)]
@@ -154,8 +154,8 @@ def observe_url(url: str, *, window: float = 60.0, interval: float = 5.0, model_
                      "did not answer")
     capture = Capture(tuple(snaps), opts.display_url, interval, failed, tuple(notes), version)
     if engine == "vllm":
-        return _vllm.analyse(capture, model)
-    return _sglang.analyse(capture, model, num_speculative_tokens)
+        return _vllm.analyse(capture, model, flavour)
+    return _sglang.analyse(capture, model, num_speculative_tokens, checked=True)
 
 
 def observation_acceptance(obs: Observation) -> Acceptance:
@@ -178,7 +178,7 @@ def observation_operating_point(obs: Observation) -> dict[str, Any]:
     out: dict[str, Any] = {"batch_sizes": [], "batch_weights": [], "idle_fraction": None,
                            "mean_running": None, "context_lengths": [], "mean_context_tokens": None,
                            "mean_prompt_tokens": None, "mean_generation_tokens": None,
-                           "source": f"{obs.source.kind} {redact_url(obs.source.where)}", "notes": []}
+                           "source": f"{obs.source.kind} {obs.source.where}", "notes": []}
     notes: list[str] = out["notes"]
     if op.running is not None and op.running.samples:
         busy = [(v, n) for v, n in op.running.values if v > 0]

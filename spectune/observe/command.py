@@ -3,7 +3,9 @@ renders. No arithmetic here. Registered on the main group by ``spectune.cli``.""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from typing import Any
 
 import click
 
@@ -68,26 +70,34 @@ def observe(url: str | None, log_file: str | None, fmt: str, window: float, inte
     else:
         from spectune.observe.api import observe_url
 
-        show = not quiet and sys.stderr.isatty()
-        ticks = max(1, int(window * 10))  # tenths of a second
-        bar_cm = click.progressbar(length=ticks, file=sys.stderr,
-                                   label=f"observing {window:g} s", show_eta=True) if show else None
-        if bar_cm is not None:
-            bar = bar_cm.__enter__()
-            done = [0]
-
-            def progress(elapsed: float) -> None:
-                pos = min(int(elapsed * 10), ticks)
-                if pos > done[0]:
-                    bar.update(pos - done[0])
-                    done[0] = pos
-        try:
+        with contextlib.ExitStack() as stack:
+            progress: _Progress | None = None
+            if not quiet and _stderr_is_terminal():
+                ticks = max(1, int(window * 10))  # tenths of a second
+                bar = stack.enter_context(click.progressbar(length=ticks, file=sys.stderr,
+                                                            label=f"observing {window:g} s", show_eta=True))
+                progress = _Progress(bar, ticks)
             obs = observe_url(url or "", window=window, interval=interval, model_name=model_name,
                               timeout=timeout, retries=retries, token_env=token_env, token_file=token_file,
                               ca_bundle=ca_bundle, insecure=insecure,
                               num_speculative_tokens=num_speculative_tokens, save_scrapes=save_scrapes,
-                              progress=progress if bar_cm is not None else None)
-        finally:
-            if bar_cm is not None:
-                bar_cm.__exit__(None, None, None)
+                              progress=progress)
     click.echo(render(obs.to_dict(), fmt), nl=False)
+
+
+def _stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+class _Progress:
+    """``progress(elapsed_seconds)`` for :func:`~spectune.observe.observe_url`: moves a click
+    progress bar of ``ticks`` tenths of a second forward, never back."""
+
+    def __init__(self, bar: Any, ticks: int) -> None:
+        self.bar, self.ticks, self.done = bar, ticks, 0
+
+    def __call__(self, elapsed: float) -> None:
+        pos = min(int(elapsed * 10), self.ticks)
+        if pos > self.done:
+            self.bar.update(pos - self.done)
+            self.done = pos

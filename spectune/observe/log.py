@@ -18,7 +18,9 @@ fixture has 96 drafts for 232 draft tokens at K = 3, where 232 / 3 would give 77
   [Drafted / K, Drafted] (each draft has 1..K tokens). A line with no accepted token carries
   no such information: there Drafted / K (full-length drafts) is used, and a note says so.
 * accepted at position i per line = Accepted x rate_i / sum_j rate_j, which adds up to the
-  exact Accepted count;
+  exact Accepted count; when every rate of a line rounds to 0.000 although Accepted > 0 (a
+  few accepted tokens among many drafts), its accepted tokens are put at position 1 (any
+  accepted token implies one at position 1) and a note says so;
 * lines are summed with these counts as weights: the window's rates are ratios of sums,
   never means of per-line rates.
 
@@ -34,7 +36,6 @@ import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 from spectune.observe.faults import NoSpeculativeTraffic, ObserveUsageError
@@ -59,7 +60,7 @@ _FIELDS = {
     "avg_rate": re.compile(r"Avg Draft acceptance rate: " + _NUM + "%"),
 }
 _RATES = re.compile(r"Per-position acceptance rate: ([0-9.,\s]+?)(?:,\s*Avg|\s*$)")
-_STAMP = re.compile(r"\b([01][0-9])-([0-3][0-9]) ([0-2][0-9]):([0-5][0-9]):([0-5][0-9])(?:\.([0-9]+))?\b")
+_STAMP = re.compile(r"\b[01][0-9]-[0-3][0-9] [0-2][0-9]:[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?\b")
 OPERATING_POINT_UNKNOWN = ("unknown: vLLM's SpecDecoding log lines carry no operating point (running "
                            "requests, prompt and generation lengths); observe the server's /metrics "
                            "URL for it")
@@ -73,7 +74,6 @@ class LogRecord:
 
     line_no: int
     stamp: str | None
-    month_day_time: tuple[int, int, int, int, int, float] | None
     accepted: int
     drafted: int
     rates: tuple[float, ...]
@@ -85,13 +85,6 @@ class LogRecord:
     @property
     def k(self) -> int:
         return len(self.rates)
-
-    def when(self, year: int) -> datetime | None:
-        """The line's local time, given the year the log does not print."""
-        if self.month_day_time is None:
-            return None
-        mo, d, h, mi, s, frac = self.month_day_time
-        return datetime(year, mo, d, h, mi, s, round(frac * 1e6))
 
     @property
     def period_seconds(self) -> float | None:
@@ -111,11 +104,17 @@ class LogRecord:
             est, exact = self.drafted / k, False
         return int(min(max(round(est), lo), hi)), exact
 
+    @property
+    def unattributed(self) -> bool:
+        """True when tokens were accepted but every per-position rate rounds to 0.000."""
+        return self.accepted > 0 and sum(self.rates) <= 0
+
     def accepted_per_position(self) -> tuple[float, ...]:
-        """Accepted tokens at each position, summing to ``accepted``."""
+        """Accepted tokens at each position, summing to ``accepted``; all at position 1 when
+        the rates carry no split (:attr:`unattributed`)."""
         s = sum(self.rates)
         if s <= 0:
-            return tuple(0.0 for _ in self.rates)
+            return (float(self.accepted), *(0.0 for _ in self.rates[1:]))
         return tuple(self.accepted * r / s for r in self.rates)
 
 
@@ -141,11 +140,7 @@ def parse_line(line: str, line_no: int = 0) -> LogRecord | None:
     if not rate_vals:
         return None
     st = _STAMP.search(line[:at])
-    mdt = None
-    if st:
-        frac = float("0." + st.group(6)) if st.group(6) else 0.0
-        mdt = (int(st.group(1)), int(st.group(2)), int(st.group(3)), int(st.group(4)), int(st.group(5)), frac)
-    return LogRecord(line_no, st.group(0) if st else None, mdt, int(acc.group(1)), int(dra.group(1)),
+    return LogRecord(line_no, st.group(0) if st else None, int(acc.group(1)), int(dra.group(1)),
                      rate_vals, _float(_FIELDS["mean_length"].search(body)),
                      _float(_FIELDS["accepted_tput"].search(body)),
                      _float(_FIELDS["drafted_tput"].search(body)), _float(_FIELDS["avg_rate"].search(body)))
@@ -184,21 +179,28 @@ def aggregate(records: list[LogRecord], where: str, unreadable: int = 0) -> Obse
                      "(a restart with another config?) and were left out")
         records = [r for r in records if r.k == k]
     drafts = 0
-    inexact = 0
     per_pos = [0.0] * k
     for r in records:
-        d, exact = r.drafts_estimate()
-        drafts += d
-        inexact += not exact
+        drafts += r.drafts_estimate()[0]
         for i, a in enumerate(r.accepted_per_position()):
             per_pos[i] += a
     accepted = float(sum(r.accepted for r in records))
     drafted = float(sum(r.drafted for r in records))
+    if drafts == 0:
+        raise NoSpeculativeTraffic(
+            f"no speculative traffic in {where}: its {len(records)} SpecDecoding line(s) report 0 "
+            "drafted tokens; speculation is enabled but nothing was drafted: log a period with traffic")
     notes.append("drafts per log line are not logged: estimated as Accepted / sum of per-position rates "
                  "(exact up to the rates' 3-decimal rounding)")
-    if inexact:
-        notes.append(f"{inexact} line(s) had no accepted token: their drafts assumed full length "
+    idle = sum(1 for r in records if r.accepted == 0 and r.drafted > 0)
+    if idle:
+        notes.append(f"{idle} line(s) had no accepted token: their drafts assumed full length "
                      f"(Drafted / {k})")
+    unattributed = [r for r in records if r.unattributed]
+    if unattributed:
+        notes.append(f"{len(unattributed)} line(s) report {sum(r.accepted for r in unattributed)} accepted "
+                     "token(s) but per-position rates that all round to 0.000: those tokens are counted "
+                     f"at position 1 and those lines' drafts assumed full length (Drafted / {k})")
     periods = [p for p in (r.period_seconds for r in records) if p is not None]
     stamps = [r.stamp for r in records if r.stamp]
     if stamps:

@@ -48,6 +48,7 @@ bound ``le``; the +Inf bucket is left out (it equals ``count``).
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -211,14 +212,6 @@ def iso(t: float | None) -> str | None:
         "+00:00", "Z")
 
 
-def parse_iso(s: str) -> float:
-    """ISO 8601 (``Z`` or offset) → Unix seconds."""
-    dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.timestamp()
-
-
 def num(x: float | None, digits: int = 6) -> int | float | None:
     """A count as int when whole, else a float rounded to ``digits`` significant decimals."""
     if x is None:
@@ -328,8 +321,16 @@ def observation_to_dict(o: Observation) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- from dict
+#: The largest magnitude a loaded number may have: counts, tokens and seconds beyond 2**53
+#: are not exact as floats and would overflow later arithmetic (batch sizes are int64).
+MAX_NUMBER = float(2 ** 53)
+
+
 class _Reader:
-    """Typed access to a loaded document with ``file: key.path`` in every error."""
+    """Typed, bounded access to a loaded document with ``file: key.path`` in every error.
+
+    Numbers must be finite and at most :data:`MAX_NUMBER` in magnitude, and not negative
+    unless ``lo`` says otherwise; integers must be whole; lists must be lists."""
 
     def __init__(self, where: str) -> None:
         self.where = where
@@ -337,28 +338,58 @@ class _Reader:
     def fail(self, path: str, msg: str) -> ObserveUsageError:
         return ObserveUsageError(f"{self.where}: {path}: {msg}")
 
+    @staticmethod
+    def _at(path: str, k: str) -> str:
+        return f"{path}.{k}" if path else k
+
     def map(self, d: Any, path: str) -> dict[str, Any]:
         if not isinstance(d, dict):
-            raise self.fail(path, f"expected a mapping, got {type(d).__name__}")
+            raise self.fail(path, f"expected a mapping, got {_kind(d)}")
         return d
 
     def key(self, d: dict[str, Any], k: str, path: str) -> Any:
         if k not in d:
-            raise self.fail(f"{path}.{k}" if path else k, "missing")
+            raise self.fail(self._at(path, k), "missing")
         return d[k]
 
-    def opt_num(self, d: dict[str, Any], k: str, path: str) -> float | None:
+    def list(self, d: dict[str, Any], k: str, path: str) -> list[Any]:
         v = self.key(d, k, path)
-        if v is None:
-            return None
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise self.fail(f"{path}.{k}", f"expected a number or null, got {v!r}")
-        return float(v)
+        if not isinstance(v, list):
+            raise self.fail(self._at(path, k), f"expected a list, got {_kind(v)}")
+        return v
 
-    def numv(self, d: dict[str, Any], k: str, path: str) -> float:
-        v = self.opt_num(d, k, path)
+    def _number(self, v: Any, path: str, lo: float | None) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise self.fail(path, f"expected a number, got {_kind(v)}")
+        x = float(v) if abs(v) <= MAX_NUMBER else math.inf  # a huge int would overflow float()
+        if not math.isfinite(x) or abs(x) > MAX_NUMBER:
+            raise self.fail(path, f"expected a finite number of magnitude at most 2**53, got {v!r}")
+        if lo is not None and x < lo:
+            raise self.fail(path, f"expected a number >= {lo:g}, got {v!r}")
+        return x
+
+    def opt_num(self, d: dict[str, Any], k: str, path: str, lo: float | None = 0.0) -> float | None:
+        v = self.key(d, k, path)
+        return None if v is None else self._number(v, self._at(path, k), lo)
+
+    def numv(self, d: dict[str, Any], k: str, path: str, lo: float | None = 0.0) -> float:
+        v = self.opt_num(d, k, path, lo)
         if v is None:
-            raise self.fail(f"{path}.{k}", "expected a number, got null")
+            raise self.fail(self._at(path, k), "expected a number, got null")
+        return v
+
+    def opt_int(self, d: dict[str, Any], k: str, path: str, lo: int = 0) -> int | None:
+        x = self.opt_num(d, k, path, lo)
+        if x is None:
+            return None
+        if not x.is_integer():
+            raise self.fail(self._at(path, k), f"expected a whole number, got {d[k]!r}")
+        return int(x)
+
+    def integer(self, d: dict[str, Any], k: str, path: str, lo: int = 0) -> int:
+        v = self.opt_int(d, k, path, lo)
+        if v is None:
+            raise self.fail(self._at(path, k), "expected a whole number, got null")
         return v
 
     def opt_str(self, d: dict[str, Any], k: str, path: str) -> str | None:
@@ -366,35 +397,47 @@ class _Reader:
         if v is None:
             return None
         if not isinstance(v, (str, int, float)) or isinstance(v, bool):
-            raise self.fail(f"{path}.{k}", f"expected text, got {v!r}")
+            raise self.fail(self._at(path, k), f"expected text, got {_kind(v)}")
         return str(v)
 
     def string(self, d: dict[str, Any], k: str, path: str) -> str:
         v = self.opt_str(d, k, path)
         if v is None:
-            raise self.fail(f"{path}.{k}", "expected text, got null")
+            raise self.fail(self._at(path, k), "expected text, got null")
         return v
 
-    def nums(self, d: dict[str, Any], k: str, path: str) -> tuple[float, ...]:
-        v = self.key(d, k, path)
-        if not isinstance(v, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                              for x in v):
-            raise self.fail(f"{path}.{k}", "expected a list of numbers")
-        return tuple(float(x) for x in v)
+    def nums(self, d: dict[str, Any], k: str, path: str, hi: float | None = None) -> tuple[float, ...]:
+        p = self._at(path, k)
+        out = tuple(self._number(x, f"{p}[{i}]", 0.0) for i, x in enumerate(self.list(d, k, path)))
+        if hi is not None and any(x > hi for x in out):
+            raise self.fail(p, f"expected numbers in [0, {hi:g}]")
+        return out
 
     def hist(self, d: dict[str, Any], k: str, path: str) -> HistogramSummary | None:
         v = self.key(d, k, path)
         if v is None:
             return None
-        p = f"{path}.{k}"
+        p = self._at(path, k)
         h = self.map(v, p)
         buckets = []
-        for i, b in enumerate(self.key(h, "buckets", p) or []):
-            bm = self.map(b, f"{p}.buckets[{i}]")
-            buckets.append((self.numv(bm, "le", f"{p}.buckets[{i}]"),
-                            self.numv(bm, "count", f"{p}.buckets[{i}]")))
+        for i, b in enumerate(self.list(h, "buckets", p)):
+            bp = f"{p}.buckets[{i}]"
+            bm = self.map(b, bp)
+            buckets.append((self.numv(bm, "le", bp, lo=None), self.numv(bm, "count", bp)))
         return HistogramSummary(self.numv(h, "count", p), self.numv(h, "sum", p),
                                 self.opt_num(h, "mean", p), tuple(buckets))
+
+
+def _kind(v: Any) -> str:
+    """A value's kind for messages, without echoing a whole (possibly huge) structure."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return f"a boolean ({str(v).lower()})"
+    if isinstance(v, (int, float, str)):
+        text = repr(v)
+        return text if len(text) <= 40 else text[:37] + "..."
+    return {"dict": "a mapping", "list": "a list"}.get(type(v).__name__, type(v).__name__)
 
 
 def observation_from_dict(doc: Any, where: str = "observation") -> Observation:
@@ -416,46 +459,50 @@ def observation_from_dict(doc: Any, where: str = "observation") -> Observation:
     ppd = r.key(s, "per_position", "speculation")
     pp = None
     if ppd is not None:
-        ppm = r.map(ppd, "speculation.per_position")
-        pp = PerPosition(r.nums(ppm, "accepted", "speculation.per_position"),
-                         r.nums(ppm, "marginal", "speculation.per_position"),
-                         r.nums(ppm, "conditional", "speculation.per_position"))
-    k = r.opt_num(s, "num_speculative_tokens", "speculation")
+        p = "speculation.per_position"
+        ppm = r.map(ppd, p)
+        pp = PerPosition(r.nums(ppm, "accepted", p), r.nums(ppm, "marginal", p, hi=1.0),
+                         r.nums(ppm, "conditional", p, hi=1.0))
+        if not len(pp.accepted) == len(pp.marginal) == len(pp.conditional):
+            raise r.fail(p, "accepted, marginal and conditional must have one entry per position each")
     segs = []
-    seg_list = r.key(d, "segments", "")
-    if not isinstance(seg_list, list):
-        raise r.fail("segments", "expected a list")
-    for i, g in enumerate(seg_list):
+    for i, g in enumerate(r.list(d, "segments", "")):
         p = f"segments[{i}]"
         gm = r.map(g, p)
         segs.append(SegmentInfo(r.string(gm, "start", p), r.string(gm, "end", p), r.numv(gm, "seconds", p),
-                                int(r.numv(gm, "samples", p)), r.opt_num(gm, "drafts", p),
+                                r.integer(gm, "samples", p), r.opt_num(gm, "drafts", p),
                                 r.opt_num(gm, "draft_tokens", p), r.opt_num(gm, "accepted_tokens", p),
                                 r.opt_str(gm, "reset_before", p)))
     opd = r.map(r.key(d, "operating_point", ""), "operating_point")
     rund = r.key(opd, "running", "operating_point")
     run = None
     if rund is not None:
-        rm = r.map(rund, "operating_point.running")
+        rp = "operating_point.running"
+        rm = r.map(rund, rp)
         vals = []
-        for i, x in enumerate(r.key(rm, "distribution", "operating_point.running") or []):
-            p = f"operating_point.running.distribution[{i}]"
+        for i, x in enumerate(r.list(rm, "distribution", rp)):
+            p = f"{rp}.distribution[{i}]"
             xm = r.map(x, p)
-            vals.append((int(r.numv(xm, "running", p)), int(r.numv(xm, "samples", p))))
-        run = Distribution(int(r.numv(rm, "samples", "operating_point.running")),
-                           r.opt_num(rm, "mean", "operating_point.running"), tuple(vals))
+            vals.append((r.integer(xm, "running", p), r.integer(xm, "samples", p, lo=1)))
+        run = Distribution(r.integer(rm, "samples", rp), r.opt_num(rm, "mean", rp), tuple(vals))
+        if len({v for v, _ in vals}) < len(vals):
+            raise r.fail(f"{rp}.distribution", "a running-request count appears twice")
+        if sum(n for _, n in vals) != run.samples:
+            raise r.fail(f"{rp}.samples", f"{run.samples}, but the distribution counts "
+                                          f"{sum(n for _, n in vals)} samples")
     op = OperatingPoint(run, r.hist(opd, "prompt_tokens", "operating_point"),
                         r.hist(opd, "generation_tokens", "operating_point"),
                         r.hist(opd, "iteration_tokens", "operating_point"),
                         r.hist(opd, "inter_token_latency_seconds", "operating_point"),
                         r.opt_str(opd, "note", "operating_point"))
     a = r.map(r.key(d, "acceptance", ""), "acceptance")
-    cond = r.nums(a, "conditional", "acceptance")
-    if not cond or not all(0.0 <= c <= 1.0 for c in cond):
+    cond = r.nums(a, "conditional", "acceptance", hi=1.0)
+    if not cond:
         raise r.fail("acceptance.conditional", "expected rates in [0, 1], at least one")
-    notes = r.key(d, "notes", "")
-    if not isinstance(notes, list):
-        raise r.fail("notes", "expected a list")
+    notes = r.list(d, "notes", "")
+    for i, n in enumerate(notes):
+        if not isinstance(n, str):
+            raise r.fail(f"notes[{i}]", f"expected text, got {_kind(n)}")
     return Observation(
         engine=EngineInfo(r.string(e, "name", "engine"), r.opt_str(e, "version", "engine"),
                           r.string(e, "metrics", "engine")),
@@ -463,10 +510,11 @@ def observation_from_dict(doc: Any, where: str = "observation") -> Observation:
         source=Source(r.string(src, "kind", "source"), r.string(src, "where", "source")),
         window=Window(r.opt_str(w, "start", "window"), r.opt_str(w, "end", "window"),
                       r.opt_num(w, "seconds", "window"), r.opt_num(w, "interval_seconds", "window"),
-                      int(r.numv(w, "samples", "window")), int(r.numv(w, "failed_samples", "window"))),
+                      r.integer(w, "samples", "window"), r.integer(w, "failed_samples", "window")),
         speculation=Speculation(
             r.opt_num(s, "drafts", "speculation"), r.opt_num(s, "draft_tokens", "speculation"),
-            r.opt_num(s, "accepted_tokens", "speculation"), None if k is None else int(k),
+            r.opt_num(s, "accepted_tokens", "speculation"),
+            r.opt_int(s, "num_speculative_tokens", "speculation"),
             r.opt_num(s, "mean_draft_length", "speculation"),
             r.opt_num(s, "mean_acceptance_length", "speculation"),
             r.opt_num(s, "draft_acceptance_rate", "speculation"), pp,
@@ -475,7 +523,7 @@ def observation_from_dict(doc: Any, where: str = "observation") -> Observation:
         operating_point=op,
         acceptance=AcceptanceInfo(r.string(a, "kind", "acceptance"), cond,
                                   r.string(a, "source", "acceptance")),
-        notes=tuple(str(n) for n in notes),
+        notes=tuple(notes),
     )
 
 
@@ -490,8 +538,18 @@ def load_observation(path: str | Path) -> Observation:
         text = sys.stdin.read() if name == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as err:
         raise ObserveUsageError(f"cannot read observation file {name}: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise ObserveUsageError(f"{name}: not UTF-8 text (not an observation file)") from None
+    doc: Any = None
+    if text.lstrip().startswith("{"):
+        # JSON first: YAML 1.1 reads an exponent without a dot (json's 1e-06) as text
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            doc = None
     try:
-        doc = yaml.safe_load(text)  # JSON is YAML: one loader for both
+        if doc is None:
+            doc = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f":{mark.line + 1}" if mark is not None else ""

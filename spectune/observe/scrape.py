@@ -11,6 +11,7 @@ TLS failures, other 4xx, bodies that are not Prometheus text.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -45,7 +46,10 @@ def normalize_url(url: str) -> str:
         raise ObserveUsageError("empty metrics URL")
     if "://" not in raw:
         raw = "http://" + raw
-    parts = urlsplit(raw)
+    try:
+        parts = urlsplit(raw)
+    except ValueError as err:  # e.g. "Invalid IPv6 URL" for an unclosed "[::1"
+        raise ObserveUsageError(f"metrics URL {redact_url(raw)!r} is not a valid URL ({err})") from None
     if parts.scheme not in ("http", "https"):
         raise ObserveUsageError(f"metrics URL must be http:// or https://, not {parts.scheme}://")
     if not parts.hostname:
@@ -59,38 +63,79 @@ def normalize_url(url: str) -> str:
 
 
 def redact_url(url: str) -> str:
-    """The URL with any ``user:password@`` removed, for messages and documents."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
+    """The URL with any ``user:password@`` removed, for messages, documents and ``repr``.
+
+    Also for text that does not parse as a URL: whatever sits between ``//`` and the last
+    ``@`` before the path is dropped."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return _USERINFO.sub("//", url, count=1)
+    if "@" not in parts.netloc:
         return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
+    netloc = parts.netloc.rpartition("@")[2]  # host[:port] exactly as written ([::1] stays bracketed)
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+_USERINFO = re.compile(r"//[^/?#]*@")
+
+
+def _token_problem(token: str) -> str | None:
+    """What makes ``token`` unusable in an ``Authorization: Bearer`` header (None: nothing).
+    Names the kind of character and its position, never the token or the character."""
+    for i, ch in enumerate(token):
+        if "!" <= ch <= "~":
+            continue
+        if ch in "\r\n":
+            what = "a line break"
+        elif ch == " " or ch == "\t":
+            what = "a space or tab"
+        elif ord(ch) < 128:
+            what = "a control character"
+        else:
+            what = "a non-ASCII character"
+        return (f"the token has {what} at character {i + 1}; a bearer token is printable ASCII "
+                "without spaces, on one line")
+    return None
+
+
+def _drop_newline(raw: str) -> str:
+    """``raw`` without one trailing ``\\n`` or ``\\r\\n`` (what editors and ``echo`` add)."""
+    return raw[:-2] if raw.endswith("\r\n") else raw[:-1] if raw.endswith("\n") else raw
 
 
 def resolve_token(token_env: str | None = DEFAULT_TOKEN_ENV, token_file: str | None = None) -> str | None:
     """The bearer token: from ``token_file`` when given, else from environment ``token_env``.
 
-    Whitespace around the token (a trailing newline in a file) is stripped. The token is
-    returned to the caller only; nothing here prints it.
+    One trailing newline (``\\n`` or ``\\r\\n``) is dropped; an empty variable counts as unset.
+    Anything else that is not printable ASCII (a space, a second line, ``’``) is an
+    :class:`ObserveUsageError` naming the file or variable, never the token. Nothing here
+    prints the token.
     """
     if token_file:
         try:
-            token = Path(token_file).read_text(encoding="utf-8").strip()
+            raw = Path(token_file).read_bytes()
         except OSError as err:
             raise ObserveUsageError(f"cannot read --token-file {token_file}: {err.strerror}") from None
+        token, source = _drop_newline(raw.decode("utf-8", errors="replace")), f"--token-file {token_file}"
         if not token:
-            raise ObserveUsageError(f"--token-file {token_file} is empty")
-        return token
-    if token_env:
-        value = os.environ.get(token_env, "").strip()
-        return value or None
-    return None
+            raise ObserveUsageError(f"{source} is empty")
+    elif token_env:
+        token, source = _drop_newline(os.environ.get(token_env, "")), f"${token_env}"
+        if not token:
+            return None
+    else:
+        return None
+    problem = _token_problem(token)
+    if problem:
+        raise ObserveUsageError(f"{source}: {problem}")
+    return token
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ScrapeOptions:
-    """How to reach the server. ``timeout`` in seconds, for the whole answer of one attempt."""
+    """How to reach the server. ``timeout`` in seconds, for the whole answer of one attempt.
+    ``repr`` shows neither the token nor a ``user:password@`` of the URL."""
 
     url: str
     timeout: float = 10.0
@@ -109,6 +154,15 @@ class ScrapeOptions:
             raise ObserveUsageError("--ca-bundle and --insecure exclude each other")
         if self.ca_bundle and not Path(self.ca_bundle).exists():
             raise ObserveUsageError(f"--ca-bundle {self.ca_bundle} does not exist")
+        problem = _token_problem(self.token) if self.token else None
+        if problem:
+            raise ObserveUsageError(f"bearer token: {problem}")
+
+    def __repr__(self) -> str:
+        token = "***" if self.token else None
+        return (f"ScrapeOptions(url={self.display_url!r}, timeout={self.timeout!r}, "
+                f"retries={self.retries!r}, backoff={self.backoff!r}, token={token!r}, "
+                f"ca_bundle={self.ca_bundle!r}, insecure={self.insecure!r})")
 
     @property
     def display_url(self) -> str:

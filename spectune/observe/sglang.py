@@ -96,12 +96,15 @@ def _hist(snaps: Sequence[Exposition], segs: Sequence[Segment], name: str,
     return total
 
 
-def analyse(capture: Capture, model: str | None, num_speculative_tokens: int | None = None) -> Observation:
-    """The Observation of one captured window of an SGLang server."""
+def analyse(capture: Capture, model: str | None, num_speculative_tokens: int | None = None, *,
+            checked: bool = False) -> Observation:
+    """The Observation of one captured window of an SGLang server. ``checked``: the caller
+    already ran :func:`check` (on the first scrape); otherwise it runs here on the last."""
     snaps = [s.exposition for s in capture.snapshots]
     times = [s.time for s in capture.snapshots]
     where = _select(model)
-    check(snaps[-1], model)
+    if not checked:
+        check(snaps[-1], model)
     segs = split_segments(capture.snapshots, (PREFIX,))
     notes = list(capture.notes)
     seconds = times[-1] - times[0]

@@ -31,8 +31,9 @@ def observation_table(doc: Document, fmt: str) -> str:
     model = doc.get("model_name") or "model not labelled"
     title = f"{eng['name']} ({ver}), {model}, {doc['source']['kind']} {doc['source']['where']}"
     if win.get("start"):
-        span = (f"window {win['start']} .. {win['end']} ({win['seconds']:.1f} s, {win['samples']} samples"
-                f", every {win['interval_seconds']:g} s" if win.get("interval_seconds") else "")
+        secs = "n/a" if win.get("seconds") is None else f"{win['seconds']:.1f}"
+        span = f"window {win['start']} .. {win['end']} ({secs} s, {win['samples']} samples"
+        span += f", every {win['interval_seconds']:g} s" if win.get("interval_seconds") else ""
         span += f", {win['failed_samples']} failed)" if win.get("failed_samples") else ")"
     else:
         secs = f"~{win['seconds']:.1f} s of logging periods" if win.get("seconds") else "duration unknown"

@@ -27,6 +27,7 @@ sample), and deltas of the histograms ``vllm:request_prompt_tokens``,
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from spectune.acceptance import Acceptance
 from spectune.observe import exposition as _exposition
@@ -140,33 +141,44 @@ def _hist(snaps: Sequence[Exposition], segs: Sequence[Segment], names: tuple[str
     return None
 
 
-def analyse(capture: Capture, model: str | None) -> Observation:
-    """The Observation of one captured window of a vLLM server."""
+class _Counts(NamedTuple):
+    """The spec-decode counter deltas of one segment."""
+
+    segment: Segment
+    drafts: float
+    draft_tokens: float
+    accepted: float
+    per_position: dict[int, float]  # 0-based position -> accepted there (V1 only)
+    emitted: float | None           # V0 only: emitted tokens (drafts = emitted - accepted)
+
+
+def analyse(capture: Capture, model: str | None, kind: str | None = None) -> Observation:
+    """The Observation of one captured window of a vLLM server. ``kind`` is the
+    :func:`flavour` the caller already found (on the first scrape); None: found here on the last."""
     snaps = [s.exposition for s in capture.snapshots]
     times = [s.time for s in capture.snapshots]
     where = _select(model)
-    kind = flavour(snaps[-1], model)
+    if kind is None:
+        kind = flavour(snaps[-1], model)
     segs = split_segments(capture.snapshots, (PREFIX,))
     notes = list(capture.notes)
 
     # ---- per segment
-    seg_rows: list[tuple[Segment, float, float, float, dict[int, float], float | None]] = []
+    rows: list[_Counts] = []
     for g in segs:
         e0, e1 = snaps[g.first], snaps[g.last]
         acc = summed_delta(e0, e1, ACCEPTED, where) or 0.0
         dtok = summed_delta(e0, e1, DRAFT_TOKENS, where) or 0.0
         if kind == "v1":
-            drafts = summed_delta(e0, e1, DRAFTS, where) or 0.0
-            pos = _pos_delta(e0, e1, where)
-            emitted = None
+            rows.append(_Counts(g, summed_delta(e0, e1, DRAFTS, where) or 0.0, dtok, acc,
+                                _pos_delta(e0, e1, where), None))
         else:
             emitted = summed_delta(e0, e1, V0_EMITTED, where)
-            drafts = (emitted - acc) if emitted is not None else 0.0
-            pos = {}
-        seg_rows.append((g, drafts, dtok, acc, pos, emitted))
+            rows.append(_Counts(g, (emitted - acc) if emitted is not None else 0.0, dtok, acc, {}, emitted))
 
-    seg_info = tuple(SegmentInfo(iso(g.start) or "", iso(g.end) or "", g.seconds, g.samples, d, t, a,
-                                 g.reset_before) for g, d, t, a, _, _ in seg_rows)
+    seg_info = tuple(SegmentInfo(iso(r.segment.start) or "", iso(r.segment.end) or "", r.segment.seconds,
+                                 r.segment.samples, r.drafts, r.draft_tokens, r.accepted,
+                                 r.segment.reset_before) for r in rows)
     seconds = times[-1] - times[0]
     if len(segs) > 1:
         notes.append(f"counter reset{'s' if len(segs) > 2 else ''} in the window: split into "
@@ -176,18 +188,18 @@ def analyse(capture: Capture, model: str | None) -> Observation:
             notes.append(f"segment starting {iso(g.start)} has a single sample: no deltas from it")
 
     # ---- which segments make the acceptance
-    if kind == "v0" and all(r[5] is None for r in seg_rows):
+    if kind == "v0" and all(r.emitted is None for r in rows):
         raise SpeculationNotEnabled(
             "these vLLM V0 metrics lack vllm:spec_decode_num_emitted_tokens_total, so the number of "
             "drafts (emitted - accepted) cannot be derived")
-    active = [r for r in seg_rows if r[1] > 0]
+    active = [r for r in rows if r.drafts > 0]
     if not active:
         about = f" for model {model!r}" if model else ""
         raise NoSpeculativeTraffic(
             f"no speculative traffic in the window{about}: 0 drafts in {seconds:.1f} s "
             f"({len(snaps)} samples); speculation is enabled (the counters exist) but nothing "
             "was drafted: send traffic or widen --window")
-    ks = {max(r[4]) + 1 if r[4] else None for r in active}
+    ks = {max(r.per_position) + 1 if r.per_position else None for r in active}
     if len(segs) == 1:
         basis = "one segment (no counter reset)"
         chosen = active
@@ -195,16 +207,16 @@ def analyse(capture: Capture, model: str | None) -> Observation:
         basis = f"summed over {len(active)} of {len(segs)} segments (counter resets excluded)"
         chosen = active
     else:
-        best = max(active, key=lambda r: r[1])
+        best = max(active, key=lambda r: r.drafts)
         chosen = [best]
-        basis = (f"the segment with most drafts ({iso(best[0].start)}, {best[1]:g} drafts): segments "
-                 "report different numbers of positions, so they are not summed")
-    drafts = sum(r[1] for r in chosen)
-    dtok = sum(r[2] for r in chosen)
-    acc = sum(r[3] for r in chosen)
+        basis = (f"the segment with most drafts ({iso(best.segment.start)}, {best.drafts:g} drafts): "
+                 "segments report different numbers of positions, so they are not summed")
+    drafts = sum(r.drafts for r in chosen)
+    dtok = sum(r.draft_tokens for r in chosen)
+    acc = sum(r.accepted for r in chosen)
     per_pos: dict[int, float] = {}
     for r in chosen:
-        for p, v in r[4].items():
+        for p, v in r.per_position.items():
             per_pos[p] = per_pos.get(p, 0.0) + v
     k_pos = max(per_pos) + 1 if per_pos else None
     accepted_pp = tuple(per_pos.get(i, 0.0) for i in range(k_pos)) if k_pos else ()
