@@ -85,6 +85,8 @@ def cli() -> None:
 @click.option("--metrics-url", help="Observe this server's /metrics first (see `observe`).")
 @click.option("--window", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
               help="With --metrics-url: seconds to observe.")
+@click.option("--interval", type=click.FloatRange(min=0.05), default=5.0, show_default=True,
+              help="With --metrics-url: seconds between samples of the running requests.")
 @click.option("--model-name", help="With --metrics-url: the served model to read, when there are several.")
 @click.option("--token-file", type=click.Path(dir_okay=False),
               help="With --metrics-url: bearer token file (default: $SPECTUNE_METRICS_TOKEN). Never printed.")
@@ -93,7 +95,8 @@ def cli() -> None:
               help="Print only the serving-engine snippet for the recommendation.")
 def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
               gamma_max: int | None, alpha: float | None, observed: str | None,
-              metrics_url: str | None, window: float, model_name: str | None, token_file: str | None,
+              metrics_url: str | None, window: float, interval: float, model_name: str | None,
+              token_file: str | None,
               ca_bundle: str | None, emit_kind: str | None) -> None:
     """Recommend gamma* per batch size and context length for PROFILE.
 
@@ -119,7 +122,8 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
             observation = obs.load_observation(observed)
         else:
             assert metrics_url is not None
-            observation = obs.observe_url(metrics_url, window=window, model_name=model_name,
+            observation = obs.observe_url(metrics_url, window=window, interval=interval,
+                                          model_name=model_name,
                                           token_file=token_file, ca_bundle=ca_bundle)
         applied = apply_observation(dep, observation, keep_batches=bool(batches),
                                     keep_contexts=bool(contexts))

@@ -296,22 +296,35 @@ def test_observe_matches_independent_scrapes_and_the_server_log(vllm_server: Ser
 
 def test_recommend_from_a_live_server(vllm_server: Server) -> None:
     """Issue 4, done-when: `recommend PROFILE --metrics-url URL` builds its gamma table from
-    the server's own per-position acceptance and batch mix."""
+    the server's own per-position acceptance and batch mix. Traffic runs for the whole
+    window (bounded: it stops when recommend returns, or after 120 s) so that every sample
+    sees requests running."""
     base = vllm_server.url
-    done = threading.Event()
+    stop = threading.Event()
+    started = threading.Event()
 
-    def drive() -> None:
-        time.sleep(1.0)
-        with ThreadPoolExecutor(CONCURRENCY) as pool:
-            list(pool.map(lambda p: _complete(base, p), _prompts(REQUESTS)))
-        done.set()
+    def worker(i: int) -> None:
+        deadline = time.monotonic() + 120
+        prompts = _prompts(REQUESTS)
+        n = i
+        while not stop.is_set() and time.monotonic() < deadline:
+            started.set()
+            _complete(base, prompts[n % len(prompts)])
+            n += CONCURRENCY
 
-    driver = threading.Thread(target=drive, daemon=True)
-    driver.start()
+    workers = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(CONCURRENCY)]
+    for w in workers:
+        w.start()
+    assert started.wait(30)
+    time.sleep(1.0)
     profile = Path(__file__).resolve().parents[1] / "examples" / "llama-3.1-8b-h100-ngram.yaml"
-    res = CliRunner().invoke(cli, ["recommend", str(profile), "--metrics-url", base + "/metrics",
-                                   "--window", "10", "-o", "json"])
-    driver.join(timeout=180)
+    try:
+        res = CliRunner().invoke(cli, ["recommend", str(profile), "--metrics-url", base + "/metrics",
+                                       "--window", "8", "--interval", "1", "-o", "json"])
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(timeout=180)
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     acc = doc["acceptance"]
