@@ -1,3 +1,5 @@
 """spectune: tune speculative decoding's draft length from a roofline cost model."""
 
-__version__ = "0.1.0"
+from spectune.version import __version__
+
+__all__ = ["__version__"]

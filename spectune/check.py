@@ -31,13 +31,13 @@ from typing import Any
 
 import yaml
 
-from spectune import __version__
 from spectune.deployment import Deployment
 from spectune.emit.plan import Range, lookup, per_batch_gamma
+from spectune.envelope import Document, envelope
 from spectune.errors import EXIT_GATE_FAILED, EXIT_OK, InputError
 from spectune.profiles import read_text
 from spectune.recommend import Recommendation, recommend
-from spectune.render import Document, envelope
+from spectune.version import __version__
 
 DEFAULT_TOLERANCE = 0.03
 GAMMA_LIMIT = 64  # largest draft length evaluated (as `recommend --gamma-max` and profiles' gamma_max)

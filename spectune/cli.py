@@ -13,9 +13,9 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from spectune import __version__
 from spectune.errors import InputError, SpectuneError
 from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
+from spectune.version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -11,14 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from spectune import __version__
 from spectune.acceptance import Acceptance
 from spectune.cost import StepCost
 from spectune.cost.roofline import intensity
 from spectune.deployment import Deployment
+from spectune.envelope import Document, envelope
 from spectune.recommend import Recommendation
-from spectune.render import Document, envelope
 from spectune.speedup import PointSpeedup, closed_form
+from spectune.version import __version__
 
 
 def sig(x: Any, digits: int = 6) -> float:

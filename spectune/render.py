@@ -1,9 +1,12 @@
-"""Every output format of every command: the versioned envelope, YAML, JSON, tables.
+"""Every output format of every command: YAML, JSON, tables.
 
-Commands build a plain ``dict`` document (``envelope(kind, body)``); :func:`render` turns
-it into text. Human tables are drawn by a per-kind function registered in ``_TABLES``;
-YAML and JSON are the document itself, keys in insertion order (the schema order), so
-identical input gives byte-identical output.
+The library builds plain ``dict`` documents (:func:`spectune.envelope.envelope`, re-exported
+here for compatibility); :func:`render` turns them into text. The human table of a kind is
+drawn by a function of this module registered with :func:`table_for`, or, for a table that
+lives beside its data (``observe/table.py``), named in :data:`TABLES` and imported on first
+use -- no data package registers a renderer as a side effect of being imported. YAML and
+JSON are the document itself, keys in insertion order (the schema order), so identical
+input gives byte-identical output.
 """
 
 from __future__ import annotations
@@ -11,29 +14,45 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from importlib import import_module
 from typing import Any
 
-API_VERSION = "spectune/v1"
+from spectune.envelope import API_VERSION, Document, envelope
+
+__all__ = ["API_VERSION", "FORMATS", "TABLES", "Document", "envelope", "grid", "render", "table_for",
+           "to_json", "to_yaml"]
+
 FORMATS = ("table", "yaml", "json", "markdown")
 
-Document = dict[str, Any]
 TableFn = Callable[[Document, str], str]
 _TABLES: dict[str, TableFn] = {}
 
-
-def envelope(kind: str, body: dict[str, Any]) -> Document:
-    """The versioned document every machine-readable output is wrapped in."""
-    return {"apiVersion": API_VERSION, "kind": kind, **body}
+# Tables that live outside this module: kind -> "module:function", imported when first drawn.
+TABLES: dict[str, str] = {
+    "Observation": "spectune.observe.table:observation_table",
+}
 
 
 def table_for(kind: str) -> Callable[[TableFn], TableFn]:
-    """Register the human table/markdown renderer of one document kind."""
+    """Register the human table/markdown renderer of one document kind (in this module)."""
 
     def register(fn: TableFn) -> TableFn:
         _TABLES[kind] = fn
         return fn
 
     return register
+
+
+def table_function(kind: str) -> TableFn | None:
+    """The table/markdown renderer of ``kind``; None when it has none (YAML is shown)."""
+    if kind in _TABLES:
+        return _TABLES[kind]
+    where = TABLES.get(kind)
+    if where is None:
+        return None
+    module, _, name = where.partition(":")
+    fn: TableFn = getattr(import_module(module), name)
+    return fn
 
 
 def _clean(value: Any) -> Any:
@@ -66,7 +85,7 @@ def render(doc: Document, fmt: str) -> str:
     if fmt == "yaml":
         return to_yaml(doc)
     if fmt in ("table", "markdown"):
-        fn = _TABLES.get(str(doc.get("kind")))
+        fn = table_function(str(doc.get("kind")))
         if fn is None:
             return to_yaml(doc)
         return fn(doc, fmt)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from spectune.envelope import API_VERSION
 from spectune.errors import InputError
-from spectune.render import API_VERSION
 
 Schema = dict[str, Any]
 DIALECT = "https://json-schema.org/draft/2020-12/schema"

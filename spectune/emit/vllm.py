@@ -31,10 +31,10 @@ from typing import Any
 
 import yaml
 
-from spectune import __version__
 from spectune.emit.plan import Plan, describe, make_plan
 from spectune.errors import InputError
 from spectune.recommend import Recommendation
+from spectune.version import __version__
 
 VLLM_METHODS = {"draft_model": "draft_model", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp",
                 "ngram": "ngram"}

@@ -19,8 +19,6 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from spectune.observe import table as _table  # noqa: F401  (registers the Observation table renderer)
-
 if TYPE_CHECKING:  # the real names, for type checkers; at run time they load on first use
     from spectune.observe.api import (
         DEFAULT_TOKEN_ENV,

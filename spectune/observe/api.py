@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import spectune.observe.sglang as _sglang
+import spectune.observe.vllm as _vllm
 from spectune.acceptance import Acceptance
-from spectune.observe import sglang as _sglang
-from spectune.observe import vllm as _vllm
 from spectune.observe.exposition import Exposition
 from spectune.observe.faults import (
     ObserveError,

@@ -56,8 +56,8 @@ from pathlib import Path
 from typing import Any
 
 from spectune.acceptance import Acceptance
+from spectune.envelope import API_VERSION, envelope
 from spectune.observe.faults import ObserveUsageError
-from spectune.render import API_VERSION, envelope
 
 KIND = "Observation"
 SCHEMA_VERSION = 1

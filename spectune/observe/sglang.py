@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import spectune.observe.exposition as _exposition
 from spectune.acceptance import Acceptance
-from spectune.observe import exposition as _exposition
 from spectune.observe.exposition import Exposition, Series
 from spectune.observe.faults import NoSpeculativeTraffic, ObserveUsageError, SpeculationNotEnabled
 from spectune.observe.observation import (

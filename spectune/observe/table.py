@@ -1,10 +1,12 @@
-"""Human table (and markdown) of an ``Observation`` document, registered with spectune.render."""
+"""Human table (and markdown) of an ``Observation`` document; :data:`spectune.render.TABLES`
+names it for the kind ``Observation``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from spectune.render import Document, grid, table_for
+from spectune.envelope import Document
+from spectune.render import grid
 
 
 def _n(x: Any, fmt: str = "{:,.0f}") -> str:
@@ -22,7 +24,6 @@ def _hist_row(h: dict[str, Any] | None, what: str, unit: str, scale: float = 1.0
     return f"mean {mean * scale:.{digits}f} {unit} over {h['count']:,} {what}"
 
 
-@table_for("Observation")
 def observation_table(doc: Document, fmt: str) -> str:
     eng, win, spec = doc["engine"], doc["window"], doc["speculation"]
     op, acc = doc["operating_point"], doc["acceptance"]

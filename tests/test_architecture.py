@@ -1,0 +1,225 @@
+"""The shape of the import graph, read from the source with ``ast`` (nothing is imported).
+
+Every module under ``spectune/`` (package ``__init__`` modules included) is parsed; every
+import statement counts -- at module level, inside functions, under ``if TYPE_CHECKING`` --
+as do ``import_module("spectune...")`` calls with a literal name. Relative imports are
+resolved. ``from P import name`` is an edge to ``P`` and, when ``P.name`` is a module,
+to ``P.name`` too. Then:
+
+* the graph is acyclic (the cycle is printed, one ``file:line`` per edge);
+* only the command-line modules import click;
+* nothing takes the envelope (``envelope``, ``API_VERSION``, ``Document``) from
+  ``spectune.render``: its home is ``spectune.envelope``; and only the command line and
+  the renderers import ``spectune.render`` at all;
+* no module inside a package imports that package's face (its ``__init__``): siblings are
+  imported by module path (``spectune.version`` has ``__version__``);
+* the pure core (hardware, model, cost, acceptance, speedup, recommend) imports no file
+  format, HTTP client or terminal library, and nothing of spectune outside the core.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "spectune"
+
+# Command-line modules: click commands that parse options, call the library and render.
+CLI_MODULES = {"spectune.cli", "spectune.observe.command"}
+# Modules that may import spectune.render: the command line and the renderers themselves.
+RENDER_USERS = CLI_MODULES | {"spectune.render", "spectune.observe.table"}
+ENVELOPE_NAMES = {"envelope", "API_VERSION", "Document"}
+# The pure computational core and the import-free leaves it may use.
+CORE_PREFIXES = ("spectune.cost", "spectune.hardware", "spectune.model", "spectune.deployment",
+                 "spectune.acceptance", "spectune.speedup", "spectune.recommend")
+CORE_MAY_IMPORT = ("spectune.errors", "spectune.limits", "spectune.version", "spectune.envelope")
+CORE_FORBIDDEN = {"click", "yaml", "requests", "prometheus_client", "tabulate", "urllib", "socket",
+                  "http", "subprocess", "matplotlib"}
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # importing module
+    target: str  # imported module (full dotted name; third-party: its top-level name)
+    line: int
+    names: tuple[str, ...]  # for `from X import a, b`: ("a", "b")
+
+    def where(self) -> str:
+        return f"{path_of(self.source)}:{self.line}"
+
+
+@cache
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(SRC.rglob("*.py")):
+        parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def path_of(module: str) -> str:
+    return str(modules()[module].relative_to(SRC.parent))
+
+
+def is_package(module: str) -> bool:
+    return modules()[module].name == "__init__.py"
+
+
+def _resolve_from(module: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    parts = module.split(".")
+    base = parts if is_package(module) else parts[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports_of(module: str) -> list[Import]:
+    tree = ast.parse(modules()[module].read_text(encoding="utf-8"), filename=str(modules()[module]))
+    out: list[Import] = []
+    known = modules()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                out.append(Import(module, alias.name, node.lineno, ()))
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve_from(module, node)
+            names = tuple(a.name for a in node.names)
+            out.append(Import(module, base, node.lineno, names))
+            for name in names:
+                if f"{base}.{name}" in known:
+                    out.append(Import(module, f"{base}.{name}", node.lineno, (name,)))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))
+              and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)):
+            out.append(Import(module, node.args[0].value, node.lineno, ()))
+    return out
+
+
+@cache
+def all_imports() -> tuple[Import, ...]:
+    return tuple(imp for m in modules() for imp in _imports_of(m))
+
+
+def graph() -> dict[str, dict[str, Import]]:
+    """spectune module -> {spectune module it imports: the first such import}."""
+    g: dict[str, dict[str, Import]] = {m: {} for m in modules()}
+    for imp in all_imports():
+        if imp.target in g and imp.target != imp.source:
+            g[imp.source].setdefault(imp.target, imp)
+    return g
+
+
+def find_cycle(g: dict[str, dict[str, Import]]) -> list[Import] | None:
+    """One cycle of ``g`` as its edges, or None (iterative DFS, white/grey/black)."""
+    state = dict.fromkeys(g, 0)
+    for root in sorted(g):
+        if state[root]:
+            continue
+        stack: list[tuple[str, list[str]]] = [(root, sorted(g[root]))]
+        path = [root]
+        state[root] = 1
+        while stack:
+            node, todo = stack[-1]
+            if not todo:
+                state[node] = 2
+                stack.pop()
+                path.pop()
+                continue
+            nxt = todo.pop(0)
+            if state[nxt] == 1:
+                ring = [*path[path.index(nxt):], nxt]
+                return [g[a][b] for a, b in itertools.pairwise(ring)]
+            if state[nxt] == 0:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append((nxt, sorted(g[nxt])))
+    return None
+
+
+def _report(problems: list[str], what: str) -> str:
+    return f"{what}:\n  " + "\n  ".join(problems)
+
+
+def test_sources_found() -> None:
+    assert "spectune" in modules() and "spectune.cli" in modules() and "spectune.cost.moe" in modules()
+    assert graph()["spectune.cost.step"], "no import edges found: the parser is broken"
+
+
+def test_import_graph_is_acyclic() -> None:
+    cycle = find_cycle(graph())
+    assert cycle is None, _report(
+        [f"{e.source} -> {e.target}   ({e.where()})" for e in cycle],
+        "import cycle (each module imports the next; break one edge: import a sibling by its "
+        "module path, not through its package's __init__, or move the shared piece down)")
+
+
+def test_find_cycle_finds_one() -> None:
+    # the checker itself must be able to fail
+    e = Import("a", "b", 1, ())
+    g = {"a": {"b": e}, "b": {"c": Import("b", "c", 2, ())}, "c": {"a": Import("c", "a", 3, ())}}
+    cycle = find_cycle(g)
+    assert cycle is not None and [x.source for x in cycle] == ["a", "b", "c"]
+    assert find_cycle({"a": {"b": e}, "b": {}}) is None
+
+
+def test_only_the_command_line_imports_click() -> None:
+    bad = [f"{imp.where()}: {imp.source} imports {imp.target}" for imp in all_imports()
+           if imp.target.split(".")[0] == "click" and imp.source not in CLI_MODULES]
+    assert not bad, _report(bad, f"click outside the command line ({', '.join(sorted(CLI_MODULES))}); "
+                                 "the library must be callable without it")
+
+
+def test_envelope_comes_from_its_own_module() -> None:
+    bad = [f"{imp.where()}: {imp.source} takes {', '.join(sorted(set(imp.names) & ENVELOPE_NAMES))} "
+           "from spectune.render; import it from spectune.envelope" for imp in all_imports()
+           if imp.target == "spectune.render" and set(imp.names) & ENVELOPE_NAMES
+           and imp.source != "spectune.render"]
+    bad += [f"{imp.where()}: {imp.source} imports spectune.render (only {', '.join(sorted(RENDER_USERS))} "
+            "may: data modules build documents with spectune.envelope, the CLI renders them)"
+            for imp in all_imports() if imp.target == "spectune.render" and imp.source not in RENDER_USERS]
+    assert not bad, _report(bad, "the renderer imported for the envelope, or outside the command line")
+
+
+def test_no_module_imports_its_own_package_face() -> None:
+    bad = []
+    for imp in all_imports():
+        if (imp.target in modules() and is_package(imp.target) and imp.source != imp.target
+                and imp.source.startswith(imp.target + ".")):
+            hint = ("spectune.version for __version__" if imp.target == "spectune"
+                    else f"{imp.target}.<module> for {', '.join(imp.names) or 'it'}")
+            bad.append(f"{imp.where()}: {imp.source} imports its package face {imp.target}; import {hint}")
+    assert not bad, _report(bad, "a module imports the __init__ of its own package")
+
+
+def test_core_is_pure() -> None:
+    bad = []
+    for imp in all_imports():
+        if not imp.source.startswith(CORE_PREFIXES):
+            continue
+        top = imp.target.split(".")[0]
+        if top in CORE_FORBIDDEN:
+            bad.append(f"{imp.where()}: {imp.source} imports {imp.target}")
+        elif top == "spectune" and imp.target in modules() and not imp.target.startswith(
+                CORE_PREFIXES + CORE_MAY_IMPORT) and imp.target != "spectune":
+            bad.append(f"{imp.where()}: {imp.source} imports {imp.target} (not part of the core)")
+    assert not bad, _report(bad, "the pure core (" + ", ".join(CORE_PREFIXES) + ") reaches an edge")
+
+
+def test_import_spectune_is_cheap_and_click_free() -> None:
+    code = ("import sys, spectune\n"
+            "heavy = [m for m in ('click', 'numpy', 'yaml', 'requests', 'spectune.cli')\n"
+            "         if m in sys.modules]\n"
+            "assert not heavy, heavy\n"
+            "print(spectune.__version__)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip()
