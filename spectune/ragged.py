@@ -216,7 +216,7 @@ def simulate(dep: Deployment, rounds: Rounds, *, seed: int = 0,
         b = int(b)
         steps = max(32, rounds_per_point // b)
         idx = rng.choice(len(p), size=(steps, b), p=p)
-        values = values_all[idx]
+        values = np.asarray(values_all[idx], dtype=np.float64)
         if rounds.accepted is None:
             hits = rng.random((steps, b, depth)) < conf[idx]
             accepted = np.cumprod(hits, axis=-1).sum(axis=-1).astype(np.int64)
