@@ -17,17 +17,19 @@ Four policies, each as throughput over plain decode (B / C(B, 0)):
 
 * homogeneous: one gamma for every step and sequence, the best in hindsight;
 * gated: each step one batch-wide gamma chosen from the live confidences;
-* ragged: each step per-sequence depths, the D drafts of highest v first (the seed trims
-  greedily from the gated depth; since C depends on the depths only through D, taking the
-  best D over the confidence-ranked drafts is that trimming done exactly, and may also
-  deepen confident sequences);
+* ragged: the gated depth trimmed per sequence, lowest-confidence drafts first (the seed's
+  greedy trim; since C depends on the depths only through D, the best trim is the best
+  count D of the confidence-ranked drafts up to the gated depth);
+* ragged_free: per-sequence depths without the gated cap, the D drafts of highest v first:
+  the exact optimum of sum_i m_i(g_i) / C(B, g) that the seed calls too hard to solve in
+  general (it is easy here because C depends on g only through D);
 * oracle: ragged with perfect calibration, v = 1 for the drafts that will be accepted and 0
   beyond (the policy drafts only tokens it knows will be accepted).
 
 Long-run throughput is sum(tokens) / sum(seconds) over steps, which a per-step choice
 maximises by maximising tokens - lambda * seconds at lambda = that throughput (Dinkelbach
 1967); lambda starts at the homogeneous throughput and is iterated, so in expectation
-oracle >= ragged >= gated >= homogeneous.
+oracle >= ragged_free >= ragged >= gated >= homogeneous.
 
 Heterogeneity comes from a file of recorded rounds, or from a two-population mixture of
 'sweep' and 'miss' rounds (weight w of rounds accept each draft with a_sweep, the rest with
@@ -50,7 +52,7 @@ from spectune.cost import draft_cost, step_cost
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment
 
-POLICIES = ("homogeneous", "gated", "ragged", "oracle")
+POLICIES = ("homogeneous", "gated", "ragged", "ragged_free", "oracle")
 #: Draft rounds simulated per operating point (batches of B rounds).
 ROUNDS_PER_POINT = 16_384
 _LAMBDA_ITERATIONS = 4
@@ -189,12 +191,19 @@ def _simulate_point(values: Array, accepted: NDArray[np.int64], calibrated: bool
     homo = eval_g.sum(axis=0) / (steps * cost_g)
     g_homo = int(np.argmax(homo))
     out = {"homogeneous": float(homo[g_homo])}
-    out["gated"], _ = _policy(exp_g, eval_g, cost_g, out["homogeneous"])
+    out["gated"], gate = _policy(exp_g, eval_g, cost_g, out["homogeneous"])
+    # ragged: trim the gated depth per sequence, lowest-confidence drafts first (seed 003)
+    capped = np.where(np.arange(1, depth + 1)[None, None, :] <= gate[:, None, None], values, -1.0)
+    expected, realised = _ranked(capped, accepted)
+    allowed = np.arange(expected.shape[1])[None, :] <= b * gate[:, None]
+    trim_gain = np.where(allowed, expected, -np.inf)
+    out["ragged"], pick = _policy(trim_gain, expected if calibrated else realised, cost_d, out["gated"])
+    # ragged_free: any per-sequence depths (the exact optimum; may deepen confident sequences)
     expected, realised = _ranked(values, accepted)
-    out["ragged"], pick = _policy(expected, expected if calibrated else realised, cost_d, out["gated"])
+    out["ragged_free"], _ = _policy(expected, expected if calibrated else realised, cost_d, out["ragged"])
     truth = (np.arange(1, depth + 1)[None, None, :] <= accepted[..., None]).astype(float)
     known, _ = _ranked(truth, accepted)
-    out["oracle"], _ = _policy(known, known, cost_d, out["ragged"])
+    out["oracle"], _ = _policy(known, known, cost_d, out["ragged_free"])
     plain = b / cost_d[0]
     return {k: v / plain for k, v in out.items()}, g_homo, float(pick.mean() / b)
 

@@ -91,11 +91,13 @@ RECOMMENDATION = _doc("Recommendation", "spectune recommend",
         "batch": POS_INT, "context": NONNEG_INT, "gamma": NONNEG_INT, "speedup": NUM,
         "speculate": BOOL, "limiter": STR, "step_seconds": NUM, "plain_step_seconds": NUM,
         "speedups": _arr(NUM, 1),
-        "ragged": _obj({"homogeneous": NUM, "gated": NUM, "ragged": NUM, "oracle": NUM,
+        "ragged": _obj({"homogeneous": NUM, "gated": NUM, "ragged": NUM, "ragged_free": NUM,
+                        "oracle": NUM,
                         "homogeneous_gamma": NONNEG_INT, "mean_ragged_depth": NUM},
                        description="recommend --ragged: speedup over plain decode of the best "
                                    "single gamma, a batch-wide gamma from live confidences, "
-                                   "per-sequence depths, and perfect calibration (seed 003)"),
+                                   "that gamma trimmed per sequence, free per-sequence depths, "
+                                   "and perfect calibration (seed 003)"),
     }, required=["batch", "context", "gamma", "speedup", "speculate", "limiter", "step_seconds",
                  "plain_step_seconds", "speedups"]), 1),
     "notes": _arr(STR),
