@@ -65,6 +65,8 @@ def cli() -> None:
     Start with a shipped example:
       spectune recommend examples/llama-3.1-70b-h100-eagle3.yaml
       spectune cost --gpu b200 --model deepseek-v4-flash --batch 32 --tokens 4 --context 8192
+      spectune widthdepth qwen3.6-35b-a3b-b200-mtp --positions 22 --batch 11 --alpha 0.9
+      spectune recommend qwen3.6-35b-a3b-b200-mtp --ragged --tpot-slo 25ms
       spectune profiles list
     """
 

@@ -94,17 +94,19 @@ def fit_mixture(acceptance: Acceptance, depth: int) -> Mixture:
     d = 1..depth (grid of 0.01; ties go to the least heterogeneous fit)."""
     target = acceptance.marginal(depth)
     d = np.arange(1, depth + 1, dtype=float)
-    a_s = np.linspace(0.0, 1.0, 101)[:, None, None, None]
-    a_m = np.linspace(0.0, 1.0, 101)[None, :, None, None]
-    w = np.linspace(0.0, 1.0, 101)[None, None, :, None]
-    fit = w * a_s**d + (1.0 - w) * a_m**d
-    err = ((fit - target) ** 2).mean(axis=-1)
-    err = np.where(a_m[..., 0] <= a_s[..., 0], err, np.inf)
-    spread = (a_s - a_m)[..., 0] * np.minimum(w, 1.0 - w)[..., 0]
-    score = err + 1e-9 * spread
-    i, j, k = np.unravel_index(int(np.argmin(score)), score.shape)
-    return Mixture(float(w[0, 0, k, 0]), float(a_s[i, 0, 0, 0]), float(a_m[0, j, 0, 0]),
-                   float(np.sqrt(err[i, j, k])))
+    levels = np.linspace(0.0, 1.0, 101)
+    a_m = levels[:, None, None]
+    w = levels[None, :, None]
+    best = (np.inf, 0.0, 0.0, 0.0, np.inf)
+    for a_s in levels:  # 101 slices of (a_miss x weight x depth): bounded memory at any depth
+        err = ((w * a_s**d + (1.0 - w) * a_m**d - target) ** 2).mean(axis=-1)
+        err = np.where(a_m[..., 0] <= a_s, err, np.inf)
+        score = err + 1e-9 * (a_s - a_m[..., 0]) * np.minimum(w[..., 0], 1.0 - w[..., 0])
+        j, k = np.unravel_index(int(np.argmin(score)), score.shape)
+        if score[j, k] < best[0]:
+            best = (float(score[j, k]), float(w[0, k, 0]), float(a_s), float(a_m[j, 0, 0]),
+                    float(err[j, k]))
+    return Mixture(best[1], best[2], best[3], float(np.sqrt(best[4])))
 
 
 def mixture_rounds(mix: Mixture, depth: int) -> Rounds:
@@ -128,21 +130,36 @@ class RaggedGrid:
     rounds: Rounds
 
 
+#: Draft counts priced exactly per batch; beyond, C(B, D) is interpolated between this many.
+_COST_POINTS = 1024
+
+
 def _costs(dep: Deployment, b: int, contexts: Array, depth: int) -> Array:
-    """C(B, D) for D = 0..B*depth drafts in the step: (ns, B*depth + 1) seconds."""
-    D = np.arange(b * depth + 1, dtype=float)[None, :]
+    """C(B, D) for D = 0..B*depth drafts in the step: (ns, B*depth + 1) seconds. Large
+    batches price at most ~_COST_POINTS counts (always every whole depth B*g) and
+    interpolate linearly between them."""
+    n = b * depth + 1
+    at = np.arange(n, dtype=float)
+    if n > _COST_POINTS:
+        at = np.unique(np.concatenate((np.round(np.linspace(0, n - 1, _COST_POINTS)),
+                                       b * np.arange(depth + 1.0))))
     S = contexts[:, None]
     args = (dep.model, dep.gpu, dep.parallelism, dep.engine)
-    verify = np.broadcast_to(step_cost(*args, float(b), 1.0 + D / b, S).seconds, (len(contexts), D.size))
+    verify = np.broadcast_to(step_cost(*args, float(b), 1.0 + at[None, :] / b, S).seconds,
+                             (len(contexts), at.size))
     g = np.arange(depth + 1, dtype=float)[None, :]
     c0 = verify[:, :1]
     draft = np.broadcast_to(draft_cost(dep.drafter, dep.gpu, dep.parallelism, dep.engine, float(b),
                                        g, S, c0), (len(contexts), depth + 1))
-    mean = D[0] / b
+    mean = at / b
     lo = np.floor(mean).astype(int)
     hi = np.minimum(lo + 1, depth)
     frac = mean - lo
-    return np.asarray(verify + draft[:, lo] * (1 - frac) + draft[:, hi] * frac, dtype=np.float64)
+    priced = verify + draft[:, lo] * (1 - frac) + draft[:, hi] * frac
+    if at.size == n:
+        return np.asarray(priced, dtype=np.float64)
+    full = np.arange(n, dtype=float)
+    return np.asarray(np.stack([np.interp(full, at, row) for row in priced]), dtype=np.float64)
 
 
 def _ranked(values: Array, accepted: NDArray[np.int64]) -> tuple[Array, Array]:

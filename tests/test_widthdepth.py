@@ -107,3 +107,27 @@ def test_cli_json_winner_and_throughputs(tmp_path: Path) -> None:
     assert table.exit_code == 0 and "winner:" in table.output
     bad = runner.invoke(cli, ["widthdepth", p, "--positions", "22", "--batch", "5"])
     assert bad.exit_code == 2 and "multiple of --batch" in bad.output
+
+
+def test_skew_alone_does_not_separate_width_from_depth(qwen36: Model) -> None:
+    """Without co-activation positions are interchangeable: skew cuts both spends' experts
+    equally, and only co-activation favours depth."""
+    uni = _wd(qwen36)
+    skew = _wd(replace(qwen36, routing=Routing(decay=3.0)))
+    assert skew.width.distinct_experts < uni.width.distinct_experts
+    assert skew.width.distinct_experts == pytest.approx(skew.depth.distinct_experts, rel=1e-9)
+    assert skew.winner == "width"
+    both = _wd(replace(qwen36, routing=Routing(coactivation=F_ASSUMED, decay=3.0)))
+    assert both.depth.distinct_experts < both.width.distinct_experts
+
+
+def test_a_priced_drafter_washes_the_effect_out(qwen36: Model) -> None:
+    """Seed 003's footnote: in real engines the draft model's cost washes the depth gain out."""
+    from spectune.profiles import load_deployment
+
+    dep = load_deployment("qwen3.6-35b-a3b-b200-mtp")
+    co = replace(qwen36, routing=Routing(coactivation=F_ASSUMED))
+    free = width_vs_depth(co, dep.gpu, Parallelism(), None, Acceptance.iid(0.9), 22, 11, 0)
+    paid = width_vs_depth(co, dep.gpu, Parallelism(), None, Acceptance.iid(0.9), 22, 11, 0, dep.drafter)
+    assert paid.depth.draft_seconds > 0
+    assert paid.depth_over_width < free.depth_over_width
