@@ -131,3 +131,19 @@ def test_recommend_ragged_json(tmp_path: Path) -> None:
     assert "vLLM and SGLang" in doc["ragged"]["note"] and "vLLM and SGLang" in res.stderr
     table = CliRunner().invoke(cli, ["recommend", str(p), "--ragged"])
     assert "ragged depths" in table.stdout and "oracle" in table.stdout
+
+
+def test_recommend_rounds_file_cli(tmp_path: Path) -> None:
+    rounds = tmp_path / "rounds.jsonl"
+    _write_rounds(rounds, MIX, 500, 4, np.random.default_rng(5))
+    runner = CliRunner()
+    res = runner.invoke(cli, ["recommend", "qwen3-30b-a3b-h100-eagle3", "--batch", "4",
+                              "--rounds", str(rounds), "-o", "yaml"])
+    assert res.exit_code == 0, res.output
+    doc = yaml.safe_load(res.stdout)
+    assert "500 recorded rounds" in doc["ragged"]["rounds"]
+    assert all(p["ragged"]["homogeneous_gamma"] <= 4 for p in doc["points"])
+    rounds.write_text('{"confidences": [0.5], "committed": 9}\n')
+    bad = runner.invoke(cli, ["recommend", "qwen3-30b-a3b-h100-eagle3", "--rounds", str(rounds)])
+    assert bad.exit_code == 2 and f"{rounds}:1: committed" in bad.output
+    assert "Traceback" not in bad.output
