@@ -297,7 +297,7 @@ def routing_from_value(doc: Doc, path: KeyPath, value: Any, model: Model) -> Rou
             if not isinstance(row, list) or (n_exp and len(row) not in n_exp):
                 raise doc.error(rp, f"expected a list of {', '.join(map(str, sorted(n_exp))) or 'E'} "
                                     "per-expert loads (tokens or shares)")
-            vals = tuple(_number(doc, (*rp, str(j)), x, positive=False) for j, x in enumerate(row))
+            vals = tuple(_number(doc, (*rp, str(j)), x, positive=False, lo=0.0) for j, x in enumerate(row))
             if sum(vals) <= 0:
                 raise doc.error(rp, "expected loads that sum to more than 0")
             parsed.append(vals)
