@@ -133,12 +133,13 @@ def _ragged_table(doc: Document, fmt: str) -> str:
                      f"{r['gated']:.2f}x", f"{r['ragged']:.2f}x  (mean {r['mean_ragged_depth']:.1f})",
                      f"{r['ragged_free']:.2f}x", f"{r['oracle']:.2f}x",
                      f"{(r['ragged'] / r['homogeneous'] - 1) * 100:+.1f}%"])
-    head = f"ragged depths (seed 003), rounds: {doc['ragged']['rounds']}\n"
+    gap = "\n" if fmt == "markdown" else ""
+    head = f"ragged depths (seed 003), rounds: {doc['ragged']['rounds']}\n{gap}"
     legend = ("speedup over plain decode; gated: one γ per step from the drafter's confidences; "
               "ragged: that γ trimmed per sequence; free: any per-sequence depths; oracle: perfect "
               "calibration\n")
     return head + grid(rows, ["batch", "context", "best single γ", "gated γ", "ragged (trimmed)",
-                              "ragged (free)", "oracle", "ragged vs single"], fmt) + legend + \
+                              "ragged (free)", "oracle", "ragged vs single"], fmt) + "\n" + legend + \
         f"note: {doc['ragged']['note']}\n"
 
 
@@ -155,7 +156,7 @@ def _slo_table(slo: Document, fmt: str) -> str:
              "" if p["speculation_gain"] is None else f"{p['speculation_gain']:.2f}x"]
             for p in slo["points"]]
     head = (f"goodput at TPOT <= {_ms(slo['tpot_seconds'])} (batch searched over "
-            f"{slo['batch_search'][0]}..{slo['batch_search'][1]})\n")
+            f"{slo['batch_search'][0]}..{slo['batch_search'][1]})\n" + ("\n" if fmt == "markdown" else ""))
     return head + grid(rows, ["context", "best (batch, γ)", "best without speculation",
                               "speculation gain"], fmt)
 
