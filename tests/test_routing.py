@@ -156,3 +156,27 @@ def test_cost_shows_the_routing_and_coactivation_cuts_depth_bytes(tmp_path: Path
     co = step_cost(co_model, g, Parallelism(), None, 11, 2, 512).works["moe"].weight_bytes
     moe = next(c for c in doc["components"] if c["name"] == "moe")
     assert moe["bytes"] < float(uni) and float(co) < float(uni)
+
+
+def test_per_layer_loads_average_the_layers() -> None:
+    flat = [1.0] * 64
+    skewed = list(np.exp(-3.0 * np.arange(64) / 64))
+    both = Routing(coactivation=0.3, loads=(tuple(flat), tuple(skewed)))
+    one = [distinct_experts_bt(Routing(coactivation=0.3, loads=(tuple(r),)), 64, 4, 5, 3)
+           for r in (flat, skewed)]
+    assert float(distinct_experts_bt(both, 64, 4, 5, 3)) == pytest.approx(float(np.mean(one)))
+    assert float(distinct_experts_bt(Routing(loads=(tuple(skewed),)), 64, 4, 5, 1)) == pytest.approx(
+        float(distinct_experts_bt(Routing(decay=3.0), 64, 4, 5, 1)))
+
+
+def test_explicit_uniform_routing_leaves_recommend_byte_identical(tmp_path: Path) -> None:
+    runner = CliRunner()
+    outs = []
+    for extra in ({}, {"routing": "uniform"}):
+        p = _write(tmp_path, acceptance={"alpha": 0.8}, **extra)
+        res = runner.invoke(cli, ["recommend", p, "-o", "json"])
+        assert res.exit_code == 0, res.output
+        outs.append(res.stdout)
+    assert outs[0] == outs[1]
+    p = _write(tmp_path, acceptance={"alpha": 0.8}, routing={"coactivation": 0.5})
+    assert runner.invoke(cli, ["recommend", p, "-o", "json"]).stdout != outs[0]
