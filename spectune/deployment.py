@@ -89,3 +89,4 @@ class Deployment:
     acceptance: Acceptance
     gamma_max: int = 8
     tie_tolerance: float = 0.01
+    tpot_slo: float | None = None  # seconds per output token a user may wait (``slo.tpot_ms``)

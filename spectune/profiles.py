@@ -23,7 +23,7 @@ from spectune.errors import InputError
 from spectune.hardware import DTYPE_BYTES, GPU
 from spectune.hf_config import DTYPE_KEYS, model_from_hf_config
 from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
-from spectune.model import DRAFTER_KINDS, Drafter, Model
+from spectune.model import DRAFTER_KINDS, UNIFORM, Drafter, Model, MoE, Routing
 
 KINDS = ("gpus", "models", "drafters", "engines")
 KeyPath = tuple[str, ...]
@@ -267,7 +267,43 @@ def load_engine(name: str, doc: Doc | None = None, path: KeyPath = ()) -> Engine
     return engine_from_mapping(d, (), d.data)
 
 
-MODEL_KEYS = ("name", "aliases", "dtypes", "hf_config", "config")
+MODEL_KEYS = ("name", "aliases", "dtypes", "hf_config", "config", "routing")
+ROUTING_KEYS = ("coactivation", "decay", "loads", "source")
+
+
+def routing_from_value(doc: Doc, path: KeyPath, value: Any, model: Model) -> Routing:
+    """``routing: uniform`` (seed 000's coupon collector) or ``routing: {coactivation: F,
+    decay: RATE | loads: [...] | [[...] per layer], source: ...}`` (seed 003)."""
+    if value == "uniform":
+        return UNIFORM
+    if not isinstance(value, dict):
+        raise doc.error(path, f"expected 'uniform' or a mapping with keys {', '.join(ROUTING_KEYS)}, "
+                              f"got {value!r}")
+    v = _check_keys(doc, path, value, ROUTING_KEYS)
+    f = _number(doc, (*path, "coactivation"), v.get("coactivation", 0.0), positive=False, lo=0.0, hi=1.0)
+    decay = _number(doc, (*path, "decay"), v.get("decay", 0.0), positive=False, lo=0.0, hi=1000.0)
+    loads: tuple[tuple[float, ...], ...] = ()
+    if "loads" in v:
+        if "decay" in v:
+            raise doc.error((*path, "loads"), "give either 'decay' or 'loads', not both")
+        raw = v["loads"]
+        rows = raw if isinstance(raw, list) and raw and isinstance(raw[0], list) else [raw]
+        n_exp = {g.ffn.n_experts for g in model.layers if isinstance(g.ffn, MoE)}
+        if not isinstance(raw, list) or not raw:
+            raise doc.error((*path, "loads"), "expected a list of per-expert loads (or one list per layer)")
+        parsed = []
+        for i, row in enumerate(rows):
+            rp = (*path, "loads", str(i)) if len(rows) > 1 else (*path, "loads")
+            if not isinstance(row, list) or (n_exp and len(row) not in n_exp):
+                raise doc.error(rp, f"expected a list of {', '.join(map(str, sorted(n_exp))) or 'E'} "
+                                    "per-expert loads (tokens or shares)")
+            vals = tuple(_number(doc, (*rp, str(j)), x, positive=False, lo=0.0) for j, x in enumerate(row))
+            if sum(vals) <= 0:
+                raise doc.error(rp, "expected loads that sum to more than 0")
+            parsed.append(vals)
+        loads = tuple(parsed)
+    src = str(v.get("source") or "")
+    return Routing(f, decay, loads, src)
 
 
 def _dtypes(doc: Doc, path: KeyPath, value: Any) -> dict[str, str]:
@@ -308,9 +344,12 @@ def model_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str = 
                               "(path to a config.json)")
     dtypes = _dtypes(doc, (*path, "dtypes"), v.get("dtypes"))
     try:
-        return model_from_hf_config(cfg, str(v.get("name") or default_name), dtypes, doc.file)
+        model = model_from_hf_config(cfg, str(v.get("name") or default_name), dtypes, doc.file)
     except (ValueError, TypeError, KeyError) as exc:
         raise doc.error(cfg_path, str(exc)) from None
+    if "routing" in v:
+        model = replace(model, routing=routing_from_value(doc, (*path, "routing"), v["routing"], model))
+    return model
 
 
 def load_model(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Model:
@@ -368,7 +407,8 @@ def load_drafter(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Drafte
 
 # --------------------------------------------------------------------------- deployment
 DEPLOYMENT_KEYS = ("name", "description", "gpu", "model", "drafter", "parallelism", "engine",
-                   "workload", "acceptance", "gamma_max", "tie_tolerance", "achievable")
+                   "workload", "acceptance", "gamma_max", "tie_tolerance", "achievable",
+                   "routing", "slo")
 ACCEPTANCE_KEYS = ("alpha", "per_position", "marginal", "mean_length", "drafts", "source")
 
 
@@ -422,6 +462,8 @@ def deployment_from_doc(doc: Doc) -> Deployment:
         gpu = replace(gpu, bandwidth_fraction=fractions.get("bandwidth_fraction", gpu.bandwidth_fraction),
                       flops_fraction=fractions.get("flops_fraction", gpu.flops_fraction))
     model: Model = _resolve(doc, ("model",), v["model"], load_model, model_from_mapping)
+    if "routing" in v:
+        model = replace(model, routing=routing_from_value(doc, ("routing",), v["routing"], model))
     drafter: Drafter = _resolve(doc, ("drafter",), v["drafter"], load_drafter, drafter_from_mapping)
 
     par_v = _check_keys(doc, ("parallelism",), v.get("parallelism") or {}, ("tp", "ep", "dp"))
@@ -450,7 +492,12 @@ def deployment_from_doc(doc: Doc) -> Deployment:
     gamma_max = int(_number(doc, ("gamma_max",), v.get("gamma_max", 8), integer=True, lo=1, hi=64))
     tol = _number(doc, ("tie_tolerance",), v.get("tie_tolerance", 0.01), positive=False, lo=0, hi=0.5)
     name = str(v.get("name") or Path(doc.file).stem)
-    return Deployment(name, gpu, model, drafter, par, engine, workload, acceptance, gamma_max, tol)
+    slo = None
+    if "slo" in v:
+        s = _check_keys(doc, ("slo",), v["slo"], ("tpot_ms",), ("tpot_ms",))
+        slo = _number(doc, ("slo", "tpot_ms"), s["tpot_ms"], hi=1e6) * 1e-3
+    return Deployment(name, gpu, model, drafter, par, engine, workload, acceptance, gamma_max, tol,
+                      tpot_slo=slo)
 
 
 def load_deployment(ref: str) -> Deployment:

@@ -135,7 +135,68 @@ def _recommendation_table(doc: Document, fmt: str) -> str:
         lines = [f"**{title}**", "", f"acceptance: {acc['source']} (a = {rates})", "", ""]
     legend = ("cell: gamma* and predicted throughput speedup over plain decode; "
               "'0  off' = speculation does not pay there")
-    return "\n".join(lines) + grid(rows, headers, fmt) + "\n" + legend + "\n"
+    text = "\n".join(lines) + grid(rows, headers, fmt) + "\n" + legend + "\n"
+    if "ragged" in doc:
+        text += "\n" + _ragged_table(doc, fmt)
+    if "slo" in doc:
+        text += "\n" + _slo_table(doc["slo"], fmt)
+    return text
+
+
+def _ragged_table(doc: Document, fmt: str) -> str:
+    """recommend --ragged: the four depth policies per point (seed 003)."""
+    rows = []
+    for p in doc["points"]:
+        r = p["ragged"]
+        rows.append([p["batch"], f"{p['context']:,}", f"{r['homogeneous_gamma']}  {r['homogeneous']:.2f}x",
+                     f"{r['gated']:.2f}x", f"{r['ragged']:.2f}x  (mean {r['mean_ragged_depth']:.1f})",
+                     f"{r['ragged_free']:.2f}x", f"{r['oracle']:.2f}x",
+                     f"{(r['ragged'] / r['homogeneous'] - 1) * 100:+.1f}%"])
+    gap = "\n" if fmt == "markdown" else ""
+    head = f"ragged depths (seed 003), rounds: {doc['ragged']['rounds']}\n{gap}"
+    legend = ("speedup over plain decode; gated: one γ per step from the drafter's confidences; "
+              "ragged: that γ trimmed per sequence; free: any per-sequence depths; oracle: perfect "
+              "calibration\n")
+    return head + grid(rows, ["batch", "context", "best single γ", "gated γ", "ragged (trimmed)",
+                              "ragged (free)", "oracle", "ragged vs single"], fmt) + "\n" + legend + \
+        f"note: {doc['ragged']['note']}\n"
+
+
+def _slo_table(slo: Document, fmt: str) -> str:
+    """recommend --tpot-slo: goodput per context."""
+
+    def cell(op: Document | None) -> str:
+        if op is None:
+            return "none meets the SLO"
+        return (f"B={op['batch']} γ={op['gamma']}: {op['tokens_per_second_per_gpu']:,.0f} tok/s/GPU, "
+                f"TPOT {_ms(op['tpot_seconds'])}")
+
+    rows = [[f"{p['context']:,}", cell(p["best"]), cell(p["batch_only"]),
+             "" if p["speculation_gain"] is None else f"{p['speculation_gain']:.2f}x"]
+            for p in slo["points"]]
+    head = (f"goodput at TPOT <= {_ms(slo['tpot_seconds'])} (batch searched over "
+            f"{slo['batch_search'][0]}..{slo['batch_search'][1]})\n" + ("\n" if fmt == "markdown" else ""))
+    return head + grid(rows, ["context", "best (batch, γ)", "best without speculation",
+                              "speculation gain"], fmt)
+
+
+@table_for("WidthDepth")
+def _widthdepth_table(doc: Document, fmt: str) -> str:
+    w, d = doc["width"], doc["depth"]
+    rows = []
+    for name, sp in (("width", w), ("depth", d)):
+        rows.append([name, f"{sp['batch']} x {sp['tokens_per_sequence']}",
+                     f"{sp['distinct_experts_per_layer']:.1f}", _si(sp["expert_bytes"], "B"),
+                     _si(sp["attention_bytes"], "B"), _si(sp["other_bytes"], "B"),
+                     _ms(sp["step_seconds"]), f"{sp['tokens_per_step']:.2f}",
+                     f"{sp['tokens_per_second']:,.0f}"])
+    head = (f"{doc['model']} on {doc['gpu']}: {doc['positions']} positions per step at context "
+            f"{doc['context']:,}; acceptance {doc['acceptance']}; routing {doc['routing']}\n\n")
+    tail = (f"\nwinner: {doc['winner']} (depth / width throughput = {doc['depth_over_width']:.3f})"
+            + ("" if doc["drafter"] else "; drafting free, as seed 003 assumes") + "\n")
+    return head + grid(rows, ["spend", "seqs x positions", "experts/layer", "expert bytes",
+                              "attention bytes", "other bytes", "step", "tokens/step", "tokens/s"],
+                       fmt) + tail
 
 
 @table_for("StepCost")
@@ -147,7 +208,8 @@ def _cost_table(doc: Document, fmt: str) -> str:
                  f"{doc['marginal_cost']:.2f}"])
     head = (f"{doc['model']} on {doc['gpu']}: batch {doc['batch']} x {doc['tokens']} tokens "
             f"at context {doc['context']:,}, per GPU per pass "
-            f"({'achieved' if doc['achieved'] else 'peak'} rates)\n\n")
+            f"({'achieved' if doc['achieved'] else 'peak'} rates)\n"
+            f"MoE routing: {doc['routing']}\n\n")
     legend = ("\nr = d log C / d log tokens: 0 = an extra verified token is free, "
               "1 = it pays full price (seed 000)\n")
     return head + grid(rows, ["component", "FLOPs", "bytes", "time", "share", "FLOP/B", "bound",

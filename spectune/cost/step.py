@@ -54,7 +54,7 @@ def layer_works(model: Model, par: Parallelism, B: Array, T: Array, S: Array) ->
         _add(works, "attn-proj", proj.scaled(group.count))
         ffn = group.ffn
         if isinstance(ffn, MoE):
-            w = moe_work(ffn, h, model.expert_dtype, model.act_dtype, par, B, T)
+            w = moe_work(ffn, h, model.expert_dtype, model.act_dtype, par, B, T, model.routing)
             _add(works, "moe", w.scaled(group.count))
         else:
             w = gemm_work(ffn.params(h), h + ffn.intermediate, 2 * ffn.intermediate + h,
