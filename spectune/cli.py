@@ -114,41 +114,29 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
 
     PROFILE is a deployment YAML file, '-' for stdin, or the name of a shipped example.
     """
-    from dataclasses import replace
-
-    from spectune.acceptance import Acceptance
-    from spectune.deployment import Workload
     from spectune.documents import recommendation_doc
+    from spectune.overrides import prepare
     from spectune.profiles import load_deployment
     from spectune.recommend import recommend as run
 
     if observed and metrics_url:
         raise InputError("give --observed FILE or --metrics-url URL, not both")
     dep = load_deployment(profile)
-    mix: dict[int, float] | None = None
-    if observed or metrics_url:
-        from spectune import observe as obs
-        from spectune.observe.apply import apply_observation
+    observation = None
+    if observed:
+        from spectune.observe.observation import load_observation
 
-        if observed:
-            observation = obs.load_observation(observed)
-        else:
-            assert metrics_url is not None
-            observation = obs.observe_url(metrics_url, window=window, interval=interval,
-                                          model_name=model_name,
-                                          token_file=token_file, ca_bundle=ca_bundle)
-        applied = apply_observation(dep, observation, keep_batches=bool(batches),
-                                    keep_contexts=bool(contexts))
-        dep, mix = applied.deployment, applied.batch_mix
-        for note in applied.notes:
-            click.echo(f"spectune: note: {note}", err=True)
-    if alpha is not None:
-        dep = replace(dep, acceptance=Acceptance.iid(alpha, "--alpha"))
-    if batches or contexts:
-        dep = replace(dep, workload=Workload(batches or dep.workload.batch_sizes,
-                                             contexts or dep.workload.context_lengths))
-    if gamma_max:
-        dep = replace(dep, gamma_max=gamma_max)
+        observation = load_observation(observed)
+    elif metrics_url:
+        from spectune.observe.api import observe_url
+
+        observation = observe_url(metrics_url, window=window, interval=interval, model_name=model_name,
+                                  token_file=token_file, ca_bundle=ca_bundle)
+    prepared = prepare(dep, observation=observation, alpha=alpha, batch_sizes=batches,
+                       context_lengths=contexts, gamma_max=gamma_max)
+    dep, mix = prepared.deployment, prepared.batch_mix
+    for note in prepared.notes:
+        click.echo(f"spectune: note: {note}", err=True)
     rec = run(dep)
     for note in rec.notes:
         click.echo(f"spectune: note: {note}", err=True)
@@ -193,27 +181,6 @@ def _seed003_extras(dep: Any, ragged: bool, rounds_file: str | None,
 
 
 # --------------------------------------------------------------------------- cost
-def _setup(profile: str | None, gpu: str | None, model: str | None, tp: int | None,
-           ep: int | None, dp: int | None, engine: str | None) -> tuple[Any, ...]:
-    """GPU, model, parallelism and engine from a profile and/or explicit options."""
-    from spectune.deployment import Parallelism
-    from spectune.profiles import load_deployment, load_engine, load_gpu, load_model
-
-    dep = load_deployment(profile) if profile else None
-    if dep is None and not (gpu and model):
-        raise InputError("give --gpu and --model, or --profile")
-    g = load_gpu(gpu) if gpu else dep.gpu  # type: ignore[union-attr]
-    m = load_model(model) if model else dep.model  # type: ignore[union-attr]
-    base = dep.parallelism if dep else Parallelism()
-    try:
-        par = Parallelism(tp or base.tp, ep or base.ep, dp or base.dp)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-    eng_name = engine or (None if dep else "vllm")
-    eng = None if eng_name == "none" else (load_engine(eng_name) if eng_name else dep.engine)  # type: ignore[union-attr]
-    return dep, g, m, par, eng
-
-
 _common = [
     click.option("--profile", help="Take GPU, model, parallelism and engine from a deployment profile."),
     click.option("--gpu", help="Built-in GPU name (spectune profiles list gpus)."),
@@ -254,31 +221,13 @@ def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None
     With several --batch values, a sweep: each component's share of the step and its r
     per batch size.
     """
-    from spectune.cost import marginal_cost, step_cost
-    from spectune.documents import step_cost_doc, sweep_doc
+    from spectune.documents import sweep_doc
+    from spectune.pricing import price_pass, resolve_target
 
-    _, g, m, par, eng = _setup(profile, gpu, model, tp, ep, dp, engine)
-    m = _with_coactivation(m, coactivation)
-    docs = []
-    for batch in batches:
-        c = step_cost(m, g, par, eng, batch, tokens, context, achieved=not peak)
-        r = marginal_cost(m, g, par, eng, batch, tokens, context, achieved=not peak)
-        inputs = {"gpu": g.name, "model": m.name, "batch": batch, "tokens": tokens,
-                  "context": context, "parallelism": {"tp": par.tp, "ep": par.ep, "dp": par.dp},
-                  "engine": eng.name if eng else None, "achieved": not peak,
-                  "routing": m.routing.describe()}
-        docs.append(step_cost_doc(c, r, inputs))
+    target = resolve_target(profile, gpu=gpu, model=model, tp=tp, ep=ep, dp=dp, engine=engine,
+                            coactivation=coactivation)
+    docs = [price_pass(target, batch, tokens, context, achieved=not peak).to_dict() for batch in batches]
     emit(docs[0] if len(docs) == 1 else sweep_doc(docs), fmt)
-
-
-def _with_coactivation(model: Any, coactivation: float | None) -> Any:
-    """``model`` with its routing's co-activation set to ``coactivation`` (if given)."""
-    if coactivation is None:
-        return model
-    from dataclasses import replace
-
-    return replace(model, routing=replace(model.routing, coactivation=coactivation,
-                                          source="--coactivation"))
 
 
 # --------------------------------------------------------------------------- widthdepth
@@ -313,6 +262,7 @@ def widthdepth(profile: str, positions: int, batch: int | None, alpha: float | N
     """
     from spectune.acceptance import Acceptance
     from spectune.documents import widthdepth_doc
+    from spectune.pricing import with_coactivation
     from spectune.profiles import load_deployment
     from spectune.widthdepth import width_vs_depth
 
@@ -320,7 +270,7 @@ def widthdepth(profile: str, positions: int, batch: int | None, alpha: float | N
     b = batch or max(1, positions // 2)
     if positions % b:
         raise InputError(f"--positions {positions} must be a multiple of --batch {b}")
-    model = _with_coactivation(dep.model, coactivation)
+    model = with_coactivation(dep.model, coactivation)
     acc = Acceptance.iid(alpha, "--alpha") if alpha is not None else dep.acceptance
     eng = dep.engine if with_engine else None
     drafter = dep.drafter if with_drafter else None
@@ -355,11 +305,8 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | N
     (1 - a^(g+1)) / ((1 - a)(1 + g c)). With --gpu/--model or --profile and
     --batch/--context: the roofline speedup m(g) C0 / (C_verify(g+1) + C_draft(g)).
     """
-    from spectune.acceptance import Acceptance
-    from spectune.deployment import NO_ENGINE, Deployment, Workload
     from spectune.documents import closed_form_doc, point_speedup_doc
-    from spectune.model import Drafter
-    from spectune.profiles import load_drafter
+    from spectune.pricing import resolve_target, speedup_deployment
     from spectune.speedup import point_speedup
 
     if not (profile or gpu or model):
@@ -369,22 +316,9 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | N
         return
     if batch is None or context is None:
         raise InputError("the roofline speedup needs --batch and --context")
-    dep, g, m, par, eng = _setup(profile, gpu, model, tp, ep, dp, engine)
-    if draft_cost is not None:
-        d = Drafter("cost_ratio", f"c={draft_cost}", cost_ratio=draft_cost)
-    elif drafter:
-        d = load_drafter(drafter)
-    elif dep is not None:
-        d = dep.drafter
-    else:
-        raise InputError("give --draft-cost or --drafter (or --profile)")
-    if alpha is not None:
-        acc = Acceptance.iid(alpha, "--alpha")
-    elif dep is not None:
-        acc = dep.acceptance
-    else:
-        raise InputError("give --alpha (or a --profile with acceptance)")
-    target = Deployment("cli", g, m, d, par, eng or NO_ENGINE, Workload((batch,), (context,)), acc)
+    where = resolve_target(profile, gpu=gpu, model=model, tp=tp, ep=ep, dp=dp, engine=engine)
+    target = speedup_deployment(where, batch, context, drafter=drafter or None, draft_cost=draft_cost,
+                                alpha=alpha)
     emit(point_speedup_doc(target, batch, context, gamma, point_speedup(target, batch, context, gamma)), fmt)
 
 
@@ -400,19 +334,9 @@ def profiles() -> None:
 @output_option()
 def profiles_list(kind: str | None, fmt: str) -> None:
     """List built-in profiles (all kinds, or one KIND)."""
-    import yaml
+    from spectune.api import list_profiles
 
-    from spectune.profiles import KINDS, examples_dir, profiles_dir
-    from spectune.render import envelope
-
-    rows = []
-    for k in [kind] if kind else [*KINDS, "examples"]:
-        folder = examples_dir() if k == "examples" else profiles_dir() / k
-        for f in sorted(folder.glob("*.yaml")):
-            head = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
-            desc = head.get("name") or head.get("description") or ""
-            rows.append({"kind": k, "name": f.stem, "description": str(desc)})
-    emit(envelope("ProfileList", {"profiles": rows}), fmt)
+    emit(list_profiles(kind), fmt)
 
 
 @profiles.command("show")
@@ -481,31 +405,22 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
       vllm serve MODEL --speculative-config "$(spectune emit PROFILE vllm)"
     """
     from spectune.emit import emit_snippet
+    from spectune.overrides import prepare
     from spectune.profiles import load_deployment
     from spectune.recommend import recommend as run
 
-    mix = _batch_mix(batch_mix)
     dep = load_deployment(profile)
-    notes: list[str] = []
+    observation = None
     if observed:
-        from spectune.observe.apply import apply_observation
         from spectune.observe.observation import load_observation
 
         observation = load_observation(observed)
-        applied = apply_observation(dep, observation)
-        dep = applied.deployment
-        notes += applied.notes
-        if applied.batch_mix is None:
-            running = observation.operating_point.running
-            if running is not None and running.samples:
-                why = "no request was running in the observed window"
-            elif observation.source.kind == "log":
-                why = "a log has no running-request counts (observe the server's /metrics URL for them)"
-            else:
-                why = "the server exposed no running-request counts"
-            notes.append(f"{observed}: {why}: a static gamma is chosen for the profile's batch "
-                         "sizes, equally weighted")
-        mix = {**(applied.batch_mix or {}), **(mix or {})} or None
+    prepared = prepare(dep, observation=observation, batch_mix=_batch_mix(batch_mix))
+    dep, mix, notes = prepared.deployment, prepared.batch_mix, list(prepared.notes)
+    if observation is not None and prepared.observed_mix is None:
+        from spectune.observe.apply import missing_mix_note
+
+        notes.append(missing_mix_note(observation, observed or ""))
     rec = run(dep)
     for note in [*notes, *rec.notes]:
         click.echo(f"spectune: note: {note}", err=True)

@@ -31,3 +31,15 @@ def apply_observation(dep: Deployment, obs: Observation, *, keep_batches: bool =
     mix = dict(zip(point["batch_sizes"], point["batch_weights"], strict=True)) or None
     notes = tuple(f"observed operating point: {n}" for n in point["notes"])
     return Applied(replace(dep, acceptance=observation_acceptance(obs), workload=workload), mix, notes)
+
+
+def missing_mix_note(obs: Observation, where: str) -> str:
+    """Why ``obs`` gave no batch mix, for the user (``where``: the file it came from)."""
+    running = obs.operating_point.running
+    if running is not None and running.samples:
+        why = "no request was running in the observed window"
+    elif obs.source.kind == "log":
+        why = "a log has no running-request counts (observe the server's /metrics URL for them)"
+    else:
+        why = "the server exposed no running-request counts"
+    return f"{where}: {why}: a static gamma is chosen for the profile's batch sizes, equally weighted"

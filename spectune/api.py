@@ -1,0 +1,203 @@
+"""The public API: what a notebook or a deploy tool calls (``import spectune``).
+
+Every function returns a typed result and prints nothing; notes a user should see are in
+the result (``.notes``). ``spectune.document(result)`` gives the versioned document
+(``apiVersion: spectune/v1``) the command line prints with ``-o yaml|json``; to draw it as
+a table use ``spectune.render.render(doc, "table")``. Errors are
+:class:`~spectune.errors.SpectuneError` subclasses (bad input: :class:`InputError`;
+``observe`` faults: :class:`~spectune.observe.faults.ObserveError`), each with the
+``exit_code`` the command line would return.
+
+Example::
+
+    import spectune
+    dep = spectune.load_profile("llama-3.1-70b-h100-eagle3")   # a file, or a shipped example
+    rec = spectune.recommend(dep, batch_sizes=[1, 64], alpha=0.7)
+    rec.gamma_star                                            # (batch, context) array of gamma*
+    print(spectune.emit(rec, "vllm").text)                    # JSON for --speculative-config
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from spectune.envelope import Document, envelope
+
+if TYPE_CHECKING:
+    from spectune.check import CheckResult
+    from spectune.deployment import Deployment, Engine
+    from spectune.emit import Snippet
+    from spectune.hardware import GPU
+    from spectune.model import Drafter, Model
+    from spectune.observe.observation import Observation
+    from spectune.pricing import PassCost
+    from spectune.recommend import Recommendation
+    from spectune.speedup import PointSpeedup
+
+DEFAULT_ADAPTIVE_PATH = "spectune-sglang-adaptive.json"
+
+
+def load_profile(profile: str | Path) -> Deployment:
+    """A deployment profile: a YAML file, ``"-"`` (stdin) or a shipped example's name.
+
+    :class:`~spectune.errors.InputError` names file, line and key of a bad profile."""
+    from spectune.profiles import load_deployment
+
+    return load_deployment(str(profile))
+
+
+def _deployment(profile: Deployment | str | Path) -> Deployment:
+    return load_profile(profile) if isinstance(profile, (str, Path)) else profile
+
+
+def _observation(observation: Observation | str | Path | None) -> Observation | None:
+    return load_observation(observation) if isinstance(observation, (str, Path)) else observation
+
+
+def recommend(profile: Deployment | str | Path, *, observation: Observation | str | Path | None = None,
+              alpha: float | None = None, batch_sizes: Sequence[int] = (),
+              context_lengths: Sequence[int] = (), gamma_max: int | None = None) -> Recommendation:
+    """gamma* and its predicted speedup at every (batch size, context length) of ``profile``.
+
+    ``observation`` (an :class:`Observation` or an ``observe -o yaml`` file) replaces the
+    acceptance and operating points with measured ones; ``alpha`` (i.i.d. acceptance),
+    ``batch_sizes``, ``context_lengths`` and ``gamma_max`` override the profile, as the
+    same options of ``spectune recommend`` do. The notes (observation, extrapolation) are
+    in ``.notes``."""
+    from spectune.overrides import prepare
+    from spectune.recommend import recommend as run
+
+    prepared = prepare(_deployment(profile), observation=_observation(observation), alpha=alpha,
+                       batch_sizes=batch_sizes, context_lengths=context_lengths, gamma_max=gamma_max)
+    rec = run(prepared.deployment)
+    return replace(rec, notes=prepared.notes + rec.notes) if prepared.notes else rec
+
+
+def cost(profile: Deployment | str | Path | None = None, *, gpu: GPU | str | None = None,
+         model: Model | str | None = None, batch: int = 1, tokens: int = 1, context: int = 0,
+         tp: int | None = None, ep: int | None = None, dp: int | None = None,
+         engine: Engine | str | None = None, achieved: bool = True,
+         coactivation: float | None = None) -> PassCost:
+    """One forward pass of ``batch`` sequences x ``tokens`` new tokens at ``context`` tokens
+    of KV cache, per GPU, by component, with the marginal cost r of each (``spectune cost``).
+
+    GPU, model, parallelism and engine come from ``profile`` and/or are given (names of
+    built-ins or objects); ``engine="none"`` is the pure roofline, ``achieved=False`` peak rates."""
+    from spectune.pricing import price_pass, resolve_target
+
+    target = resolve_target(_deployment(profile) if profile is not None else None, gpu=gpu, model=model,
+                            tp=tp, ep=ep, dp=dp, engine=engine, coactivation=coactivation)
+    return price_pass(target, batch, tokens, context, achieved=achieved)
+
+
+def speedup(profile: Deployment | str | Path | None = None, *, gamma: int, batch: int, context: int,
+            gpu: GPU | str | None = None, model: Model | str | None = None,
+            drafter: Drafter | str | None = None, draft_cost: float | None = None,
+            alpha: float | None = None, engine: Engine | str | None = None) -> PointSpeedup:
+    """The roofline speedup of draft length ``gamma`` at one (batch, context) point
+    (``spectune speedup``): expected tokens, plain, verify and draft step seconds, speedup."""
+    from spectune.pricing import resolve_target, speedup_deployment
+    from spectune.speedup import point_speedup
+
+    target = resolve_target(_deployment(profile) if profile is not None else None, gpu=gpu, model=model,
+                            engine=engine)
+    dep = speedup_deployment(target, batch, context, drafter=drafter, draft_cost=draft_cost, alpha=alpha)
+    return point_speedup(dep, batch, context, gamma)
+
+
+def observe_url(url: str, *, window: float = 60.0, **options: Any) -> Observation:
+    """Measure acceptance and the operating point of the vLLM / SGLang server at ``url``
+    over ``window`` seconds (``spectune observe URL``); ``options`` as
+    :func:`spectune.observe.api.observe_url` takes them (``interval``, ``model_name``,
+    ``token_file``, ``ca_bundle``, ``timeout``, ...). Blocks for the window."""
+    from spectune.observe.api import observe_url as observe
+
+    return observe(url, window=window, **options)
+
+
+def observe_log(path: str | Path) -> Observation:
+    """The same measurement from vLLM's ``SpecDecoding metrics`` log lines (``"-"``: stdin)."""
+    from spectune.observe.log import observe_log as read_log
+
+    return read_log(path)
+
+
+def load_observation(path: str | Path) -> Observation:
+    """An ``observe -o yaml|json`` file read back (validated; InputError-style faults)."""
+    from spectune.observe.observation import load_observation as load
+
+    return load(path)
+
+
+def emit(rec: Recommendation, kind: str, *, observation: Observation | str | Path | None = None,
+         batch_mix: Mapping[int, float] | None = None,
+         adaptive_path: str = DEFAULT_ADAPTIVE_PATH) -> Snippet:
+    """The serving-engine settings for ``rec`` (``spectune emit``): ``kind`` one of
+    ``vllm``, ``vllm-yaml``, ``vllm-python``, ``sglang``, ``sglang-adaptive-config``.
+
+    Where one static gamma must serve every batch size, it is chosen for the observed batch
+    mix of ``observation`` and/or ``batch_mix`` (batch size -> weight; its entries win).
+    Returns ``.text`` (the snippet) and ``.notes``."""
+    from spectune.emit import build_snippet
+
+    mix: dict[int, float] = {}
+    obs = _observation(observation)
+    if obs is not None:
+        from spectune.observe.apply import apply_observation
+
+        mix.update(apply_observation(rec.deployment, obs).batch_mix or {})
+    mix.update(batch_mix or {})
+    return build_snippet(rec, kind, mix or None, adaptive_path=adaptive_path)
+
+
+def check(serving_config: str | Path, profile: Deployment | str | Path,
+          tolerance: float | None = None) -> CheckResult:
+    """Gate a deployed serving configuration (``vllm serve --config`` file, command line,
+    Kubernetes manifest) against ``profile``'s recommendation (``spectune check``):
+    ``.exit_code`` 0 pass / 1 fail, ``.document`` the CheckReport, ``.warnings``."""
+    from spectune.check import DEFAULT_TOLERANCE, read_serving_config
+    from spectune.check import check as run
+
+    conf = read_serving_config(str(serving_config))
+    return run(conf, _deployment(profile), DEFAULT_TOLERANCE if tolerance is None else tolerance)
+
+
+def list_profiles(kind: str | None = None) -> Document:
+    """Built-in GPUs, models, drafters, engines and shipped examples (kind ``ProfileList``);
+    ``kind`` one of those five to list only it."""
+    import yaml
+
+    from spectune.profiles import KINDS, examples_dir, profiles_dir
+
+    rows = []
+    for k in [kind] if kind else [*KINDS, "examples"]:
+        folder = examples_dir() if k == "examples" else profiles_dir() / k
+        for f in sorted(folder.glob("*.yaml")):
+            head = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+            desc = head.get("name") or head.get("description") or ""
+            rows.append({"kind": k, "name": f.stem, "description": str(desc)})
+    return envelope("ProfileList", {"profiles": rows})
+
+
+def document(result: Any) -> Document:
+    """The versioned document of a result of this API (what ``-o yaml|json`` prints):
+    a Recommendation, PassCost, Observation, CheckResult, or a document (returned as is)."""
+    from spectune.recommend import Recommendation
+
+    if isinstance(result, dict) and "apiVersion" in result:
+        return result
+    if isinstance(result, Recommendation):
+        from spectune.documents import recommendation_doc
+
+        return recommendation_doc(result)
+    to_dict = getattr(result, "to_dict", None)  # PassCost, Observation
+    if callable(to_dict):
+        doc: Document = to_dict()
+        return doc
+    report = getattr(result, "document", None)  # CheckResult
+    if isinstance(report, dict):
+        return report
+    raise TypeError(f"no document for a {type(result).__name__}")

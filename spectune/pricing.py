@@ -1,0 +1,137 @@
+"""What ``spectune cost`` and ``spectune speedup`` price, resolved from a profile and/or names,
+and one forward pass priced for it.
+
+A :class:`Target` is the GPU, model, parallelism and engine of one pass; the command line
+and the library (:func:`spectune.cost`) build it the same way with :func:`resolve_target`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from spectune.acceptance import Acceptance
+from spectune.cost import StepCost, marginal_cost, step_cost
+from spectune.deployment import NO_ENGINE, Deployment, Engine, Parallelism, Workload
+from spectune.envelope import Document
+from spectune.errors import InputError
+from spectune.hardware import GPU
+from spectune.model import Drafter, Model
+
+
+@dataclass(frozen=True)
+class Target:
+    """The hardware and software one pass runs on; ``deployment`` when it came from a profile.
+    ``engine`` None: the pure roofline, no engine overheads."""
+
+    gpu: GPU
+    model: Model
+    parallelism: Parallelism
+    engine: Engine | None
+    deployment: Deployment | None = None
+
+
+def resolve_target(profile: Deployment | str | None = None, *, gpu: GPU | str | None = None,
+                   model: Model | str | None = None, tp: int | None = None, ep: int | None = None,
+                   dp: int | None = None, engine: Engine | str | None = None,
+                   coactivation: float | None = None) -> Target:
+    """GPU, model, parallelism and engine from a profile, overridden by what is given.
+
+    ``engine``: a built-in name, ``"none"`` for the pure roofline, or an :class:`Engine`;
+    without a profile it defaults to ``"vllm"``. ``coactivation`` (0..1) overrides the MoE
+    routing's co-activation (seed 003). :class:`InputError` when neither a profile nor
+    both ``gpu`` and ``model`` are given, or the parallelism is inconsistent."""
+    from spectune.profiles import load_deployment, load_engine, load_gpu, load_model
+
+    dep = load_deployment(profile) if isinstance(profile, str) else profile
+    if dep is None and not (gpu and model):
+        raise InputError("give --gpu and --model, or --profile")
+    g = load_gpu(gpu) if isinstance(gpu, str) else gpu or dep.gpu  # type: ignore[union-attr]
+    m = load_model(model) if isinstance(model, str) else model or dep.model  # type: ignore[union-attr]
+    base = dep.parallelism if dep else Parallelism()
+    try:
+        par = Parallelism(tp or base.tp, ep or base.ep, dp or base.dp)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    eng: Engine | None
+    if isinstance(engine, Engine):
+        eng = engine
+    else:
+        name = engine or (None if dep else "vllm")
+        eng = None if name == "none" else (load_engine(name) if name else dep.engine)  # type: ignore[union-attr]
+    return Target(g, with_coactivation(m, coactivation), par, eng, dep)
+
+
+def with_coactivation(model: Model, coactivation: float | None) -> Model:
+    """``model`` with its routing's co-activation set to ``coactivation`` (if given)."""
+    if coactivation is None:
+        return model
+    return replace(model, routing=replace(model.routing, coactivation=coactivation,
+                                          source="--coactivation"))
+
+
+@dataclass(frozen=True)
+class PassCost:
+    """One forward pass of ``batch`` sequences x ``tokens`` new tokens at ``context``, per GPU:
+    its cost by component (seconds, FLOP, bytes) and the marginal cost r of one more token
+    (``marginal[name]``, and ``marginal["total"]``)."""
+
+    target: Target
+    batch: int
+    tokens: int
+    context: int
+    achieved: bool
+    step: StepCost
+    marginal: dict[str, float]
+
+    @property
+    def seconds(self) -> float:
+        return float(self.step.seconds)
+
+    def inputs(self) -> dict[str, Any]:
+        t = self.target
+        par = t.parallelism
+        return {"gpu": t.gpu.name, "model": t.model.name, "batch": self.batch, "tokens": self.tokens,
+                "context": self.context, "parallelism": {"tp": par.tp, "ep": par.ep, "dp": par.dp},
+                "engine": t.engine.name if t.engine else None, "achieved": self.achieved,
+                "routing": t.model.routing.describe()}
+
+    def to_dict(self) -> Document:
+        """Kind ``StepCost``."""
+        from spectune.documents import step_cost_doc
+
+        return step_cost_doc(self.step, self.marginal, self.inputs())
+
+
+def price_pass(target: Target, batch: int, tokens: int, context: int, *, achieved: bool = True) -> PassCost:
+    """Price one pass (see :class:`PassCost`); ``achieved`` False: peak rates."""
+    t = target
+    c = step_cost(t.model, t.gpu, t.parallelism, t.engine, batch, tokens, context, achieved=achieved)
+    r = marginal_cost(t.model, t.gpu, t.parallelism, t.engine, batch, tokens, context, achieved=achieved)
+    return PassCost(t, batch, tokens, context, achieved, c, {k: float(v) for k, v in r.items()})
+
+
+def speedup_deployment(target: Target, batch: int, context: int, *, drafter: Drafter | str | None = None,
+                       draft_cost: float | None = None, alpha: float | None = None) -> Deployment:
+    """The one-point deployment ``spectune speedup`` prices: the drafter is a cost ratio
+    ``draft_cost`` (draft token / target step), else ``drafter`` (a built-in name or a
+    :class:`Drafter`), else the profile's; acceptance i.i.d. ``alpha``, else the profile's."""
+    from spectune.profiles import load_drafter
+
+    dep = target.deployment
+    if draft_cost is not None:
+        d = Drafter("cost_ratio", f"c={draft_cost}", cost_ratio=draft_cost)
+    elif drafter is not None:
+        d = load_drafter(drafter) if isinstance(drafter, str) else drafter
+    elif dep is not None:
+        d = dep.drafter
+    else:
+        raise InputError("give --draft-cost or --drafter (or --profile)")
+    if alpha is not None:
+        acc = Acceptance.iid(alpha, "--alpha")
+    elif dep is not None:
+        acc = dep.acceptance
+    else:
+        raise InputError("give --alpha (or a --profile with acceptance)")
+    return Deployment("cli", target.gpu, target.model, d, target.parallelism, target.engine or NO_ENGINE,
+                      Workload((batch,), (context,)), acc)
