@@ -166,3 +166,15 @@ def test_api_functions_survive_their_namesake_submodules() -> None:
     assert sys.modules["spectune.check"].check is core_check
     assert np.array_equal(spectune.recommend(EXAMPLE).gamma_star,
                           core_recommend(spectune.load_profile(EXAMPLE)).gamma_star)
+
+
+def test_readme_library_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Use it as a library"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    exec(compile(code.group(1), "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "num_speculative_tokens" in out and "batch \\ context" in out
