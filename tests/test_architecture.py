@@ -192,14 +192,26 @@ def test_envelope_comes_from_its_own_module() -> None:
     assert not bad, _report(bad, "the renderer imported for the envelope, or outside the command line")
 
 
+def _home(imp: Import) -> str:
+    """Where the names taken through a package face should come from instead."""
+    homes = []
+    for name in imp.names:
+        if name == "__version__":
+            homes.append("__version__ from spectune.version")
+        elif f"{imp.target}.{name}" in modules():
+            homes.append(f"the module {imp.target}.{name} by its path")
+        else:
+            homes.append(f"{name} from the module of {imp.target} that defines it")
+    return "; ".join(homes) or "the modules it needs by their paths"
+
+
 def test_no_module_imports_its_own_package_face() -> None:
     bad = []
     for imp in all_imports():
         if (imp.target in modules() and is_package(imp.target) and imp.source != imp.target
                 and imp.source.startswith(imp.target + ".")):
-            hint = ("spectune.version for __version__" if imp.target == "spectune"
-                    else f"{imp.target}.<module> for {', '.join(imp.names) or 'it'}")
-            bad.append(f"{imp.where()}: {imp.source} imports its package face {imp.target}; import {hint}")
+            bad.append(f"{imp.where()}: {imp.source} imports its package face {imp.target} "
+                       f"({', '.join(imp.names) or 'the package'}); import {_home(imp)}")
     assert not bad, _report(bad, "a module imports the __init__ of its own package")
 
 
