@@ -53,9 +53,10 @@ __all__ = [
     "observe_log", "observe_url", "recommend", "speedup",
 ]
 
-# The API functions; five share their name with a submodule (spectune/recommend.py, ...).
 FUNCTIONS = ("check", "cost", "document", "emit", "list_profiles", "load_observation", "load_profile",
              "observe_log", "observe_url", "recommend", "speedup")
+# API functions that share their name with a submodule (spectune/recommend.py, ...).
+NAMESAKES = ("check", "cost", "emit", "recommend", "speedup")
 # name -> module that defines it
 _WHERE = {
     **dict.fromkeys(FUNCTIONS, "spectune.api"),
@@ -76,6 +77,8 @@ _WHERE = {
 def __getattr__(name: str) -> Any:
     if name in _WHERE:
         value = getattr(import_module(_WHERE[name]), name)
+        if name in NAMESAKES:
+            value = _Namesake(value, f"spectune.{name}")
         globals()[name] = value
         return value
     raise AttributeError(f"module 'spectune' has no attribute {name!r}")
@@ -85,15 +88,46 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_WHERE))
 
 
-class _Package(ModuleType):
-    """The import system sets each loaded submodule as an attribute of its package; for the
-    API functions named like a submodule (``spectune.recommend`` and spectune/recommend.py)
-    the function must stay, so that attribute is not set. Code reaches those submodules by
-    ``from spectune.recommend import ...`` (never ``import spectune.recommend``; the
-    architecture test checks it)."""
+class _Namesake:
+    """An API function named like a submodule (``spectune.recommend`` and spectune/recommend.py).
+
+    Calling it runs the API function; every attribute is the submodule's (read, set and
+    deleted there), so code that reaches the submodule as ``spectune.recommend`` --
+    ``import spectune.recommend as m``, ``monkeypatch.setattr(spectune.recommend, "x", ...)``,
+    ``mock.patch("spectune.recommend.x")`` -- keeps working."""
+
+    __slots__ = ("__wrapped__", "_module")
+    __doc__ = property(lambda self: self.__wrapped__.__doc__)
+
+    def __init__(self, fn: Any, module: str) -> None:
+        object.__setattr__(self, "__wrapped__", fn)  # inspect.signature follows it
+        object.__setattr__(self, "_module", module)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__wrapped__(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(import_module(self._module), name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in FUNCTIONS and isinstance(value, ModuleType):
+        setattr(import_module(self._module), name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(import_module(self._module), name)
+
+    def __dir__(self) -> list[str]:
+        return dir(import_module(self._module))
+
+    def __repr__(self) -> str:
+        return f"<spectune API function {self.__wrapped__.__name__} (attributes: module {self._module})>"
+
+
+class _Package(ModuleType):
+    """The import system sets each loaded submodule as an attribute of its package; for the
+    namesakes the API entry (:class:`_Namesake`) must stay, so that attribute is not set."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in NAMESAKES and isinstance(value, ModuleType):
             return
         super().__setattr__(name, value)
 

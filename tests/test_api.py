@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -152,20 +151,34 @@ def test_list_profiles_and_errors() -> None:
     assert {"recommend", "emit", "check", "cost"} <= set(dir(spectune))
 
 
-def test_api_functions_survive_their_namesake_submodules() -> None:
+def test_api_functions_survive_their_namesake_submodules(monkeypatch: pytest.MonkeyPatch) -> None:
     """spectune/recommend.py, check.py, cost/, emit/, speedup.py load as submodules; the
-    package attribute stays the API function."""
-    import spectune.cli
-    from spectune.check import check as core_check
+    package attribute stays the API function, and its attributes are the submodule's."""
+    import inspect
+
+    import spectune.cli  # loads the command line and, through it, the submodules
+    import spectune.recommend as rec_module
     from spectune.recommend import recommend as core_recommend
 
     for name in ("recommend", "check", "cost", "emit", "speedup"):
-        assert isinstance(getattr(spectune, name), types.FunctionType), name
-        assert getattr(spectune, name).__module__ == "spectune.api"
-    assert sys.modules["spectune.recommend"].recommend is core_recommend
-    assert sys.modules["spectune.check"].check is core_check
+        entry = getattr(spectune, name)
+        assert callable(entry) and entry.__wrapped__.__module__ == "spectune.api", name
+        assert "profile" in inspect.signature(entry).parameters or name == "emit", name
+    assert rec_module.Recommendation is sys.modules["spectune.recommend"].Recommendation
+    assert spectune.cost.step_cost is sys.modules["spectune.cost"].step_cost
     assert np.array_equal(spectune.recommend(EXAMPLE).gamma_star,
                           core_recommend(spectune.load_profile(EXAMPLE)).gamma_star)
+
+    # patching the submodule through the package name reaches the code that uses it
+    def broken(*_: object) -> None:
+        raise ZeroDivisionError("patched")
+
+    monkeypatch.setattr(spectune.recommend, "recommend", broken)
+    assert sys.modules["spectune.recommend"].recommend is broken
+    with pytest.raises(ZeroDivisionError, match="patched"):
+        spectune.recommend(EXAMPLE)
+    monkeypatch.undo()
+    assert sys.modules["spectune.recommend"].recommend is core_recommend
 
 
 def test_readme_library_example_runs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,9 +13,6 @@ to ``P.name`` too. Then:
   the renderers (``render.py``, ``table.py``, ``*_table.py``) import ``spectune.render``;
 * no module inside a package imports that package's face (its ``__init__``): siblings are
   imported by module path (``spectune.version`` has ``__version__``);
-* no module is imported as ``import spectune.recommend`` (or check, cost, emit, speedup):
-  on the package those names are the public API functions, so that form binds the
-  function; ``from spectune.recommend import ...`` is the way;
 * the pure core (hardware, model, cost, acceptance, speedup, recommend) reaches, directly
   or through any module it imports, no file format, HTTP client or terminal library and no
   edge module (profiles, observe, emit, check, render, cli, api, ...).
@@ -231,32 +228,6 @@ def test_no_module_imports_its_own_package_face() -> None:
             bad.append(f"{imp.where()}: {imp.source} imports its package face {imp.target} "
                        f"({', '.join(imp.names) or 'the package'}); import {_home(imp)}")
     assert not bad, _report(bad, "a module imports the __init__ of its own package")
-
-
-def _api_functions() -> set[str]:
-    """The FUNCTIONS tuple of spectune/__init__.py, read from its source."""
-    tree = ast.parse(modules()["spectune"].read_text(encoding="utf-8"))
-    for node in tree.body:
-        if (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "FUNCTIONS" for t in node.targets)
-                and isinstance(node.value, ast.Tuple)):
-            return {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
-    return set()
-
-
-def test_submodules_named_like_api_functions_are_imported_by_from() -> None:
-    clash = _api_functions() & {m.split(".")[1] for m in modules() if m.count(".") >= 1}
-    assert {"recommend", "check"} <= clash, "FUNCTIONS not found in spectune/__init__.py"
-    bad = []
-    files = [*modules().values(), *SRC.parent.joinpath("tests").rglob("*.py"),
-             *SRC.parent.joinpath("scripts").rglob("*.py")]
-    for path in files:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                bad += [f"{path.relative_to(SRC.parent)}:{node.lineno}: import {a.name}" for a in node.names
-                        if a.name.split(".")[0] == "spectune" and len(a.name.split(".")) > 1
-                        and a.name.split(".")[1] in clash]
-    assert not bad, _report(bad, "`import spectune.X` where spectune.X is a public API function "
-                                 f"({', '.join(sorted(clash))}); write `from spectune.X import ...`")
 
 
 def test_core_is_pure() -> None:
