@@ -100,17 +100,19 @@ def _fit_attention(t, byts, par, name):
         return c * 1e-6 + byts / (eb * par / (par + ph))
 
     p, err, cnt = _fit(lambda p: np.log(model(p) / t), [10, 0.8, 8], [0, 0.05, 0], [100, 1, 4096])
-    return {f"{name}_call_us": p[0], f"{name}_bandwidth_fraction": p[1], f"{name}_parallel_half": p[2]}, err, cnt
+    consts = {f"{name}_call_us": p[0], f"{name}_bandwidth_fraction": p[1], f"{name}_parallel_half": p[2]}
+    return consts, err, cnt
 
 
 def fit_gqa(data: Path, gpu: str):
     bw = PEAK[gpu][0]
-    rows = [r for r in _rows(data / gpu / "attention/sglang" / VERSION / "generation_attention_perf.parquet")
+    table = data / gpu / "attention/sglang" / VERSION / "generation_attention_perf.parquet"
+    rows = [r for r in _rows(table)
             if r["kernel_source"] == "fa3" and r["kv_cache_dtype"] == "bfloat16"
             and r["attn_dtype"] == "bfloat16" and r["window_size"] in (0, None, -1)
             and r["isl"] + r["step"] <= 32768 and r["batch_size"] <= 256]
     if not rows:
-        rows = [r for r in _rows(data / gpu / "attention/sglang" / VERSION / "generation_attention_perf.parquet")
+        rows = [r for r in _rows(table)
                 if r["kv_cache_dtype"] == "bfloat16" and r["isl"] + r["step"] <= 32768
                 and r["batch_size"] <= 256]
     b = np.array([r["batch_size"] for r in rows], float)
@@ -144,7 +146,8 @@ def main(argv: list[str]) -> int:
     for gpu in gpus:
         print(f"# {gpu}: aiconfigurator-core 0.12.0 systems/data/{gpu}/*/sglang/{VERSION}")
         print("kernels:")
-        print(f"  source: aiconfigurator-core 0.12.0 systems/data/{gpu} sglang {VERSION}, scripts/fit_kernels.py")
+        print(f"  source: aiconfigurator-core 0.12.0 systems/data/{gpu} sglang {VERSION}, "
+              "scripts/fit_kernels.py")
         for fit in (fit_gemm, fit_moe, fit_gqa, fit_mla):
             consts, err, cnt = fit(data, gpu)
             print(f"  # {fit.__name__[4:]}: {cnt} rows, median |log(model/measured)| {err:.3f}")

@@ -29,7 +29,6 @@ import numpy as np
 from spectune.cost.roofline import Array, Component, Work
 from spectune.hardware import GPU, Kernels
 
-
 #: H100 SXM, aiconfigurator-core 0.12.0 sglang 0.5.14 tables (profiles/gpus/h100-sxm.yaml).
 H100_FIT = Kernels(
     gemm_call=3.96e-6, gemm_bandwidth_fraction=0.827, gemm_flops_fraction=1.0, gemm_m_half=207.0,

@@ -12,8 +12,12 @@ from numpy.typing import ArrayLike
 from spectune.cost.attention import attention_work
 from spectune.cost.comm import comm_component
 from spectune.cost.dense import gemm_work, lm_head_work
-from spectune.cost.kernels import (attention_bandwidth_fraction, default_kernels,
-                                   gemm_flops_fraction, kernel_price)
+from spectune.cost.kernels import (
+    attention_bandwidth_fraction,
+    default_kernels,
+    gemm_flops_fraction,
+    kernel_price,
+)
 from spectune.cost.moe import moe_work, touched_experts
 from spectune.cost.roofline import Array, Component, Work, fixed, price
 from spectune.deployment import Engine, Parallelism
