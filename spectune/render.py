@@ -13,6 +13,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from spectune.uncertainty import BAND_COVERAGE
+
 API_VERSION = "spectune/v1"
 FORMATS = ("table", "yaml", "json", "markdown")
 
@@ -122,7 +124,7 @@ def _recommendation_table(doc: Document, fmt: str) -> str:
     if fmt == "markdown":
         lines = [f"**{title}**", "", f"acceptance: {acc['source']} (a = {rates})", "", ""]
     legend = ("cell: gamma* and predicted throughput speedup over plain decode, with the range "
-              "that held 80% of published measurements (docs/validation.md); "
+              f"that held {BAND_COVERAGE:.0%} of published measurements (docs/validation.md); "
               "'0  off' = speculation does not pay there")
     return "\n".join(lines) + grid(rows, headers, fmt) + "\n" + legend + "\n"
 

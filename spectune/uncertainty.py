@@ -7,24 +7,26 @@ tests/test_validation.py): over the ``use: validation`` rows of docs/published-s
 
     speedup_low = speedup * exp(-q90(r)),   speedup_high = speedup * exp(-q10(r)).
 
-It is one band for every operating point: the validation set is too small to let the width
-depend on GPU, model or batch. Where the user calibrates on their own server the band no
-longer applies.
+On the 29 validation points of this release that is [0.89, 1.44]: spectune is more often
+pessimistic than optimistic, mostly on large MoE + MLA models at small batch (DeepSeek-V3
+on H200 / MI300X), whose real plain steps are slower than the kernel-priced ones, so
+speculation gains more than predicted. It is one band for every operating point: the
+validation set is too small to let the width depend on GPU, model or batch. Where the user
+calibrates on their own server the band no longer applies.
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-from spectune.cost.roofline import Array
+from numpy.typing import ArrayLike, NDArray
 
 #: Share of validation points the band covered.
 BAND_COVERAGE = 0.8
 #: (low, high) multipliers of the predicted speedup: exp(-q90), exp(-q10) of log(pred/meas).
-SPEEDUP_BAND = (0.85, 1.15)
+SPEEDUP_BAND = (0.89, 1.44)
 
 
-def speedup_band(speedup: Array | float) -> tuple[Array, Array]:
+def speedup_band(speedup: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(speedup_low, speedup_high) for predicted speedups."""
     s = np.asarray(speedup, dtype=float)
     return s * SPEEDUP_BAND[0], s * SPEEDUP_BAND[1]

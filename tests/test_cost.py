@@ -130,8 +130,9 @@ def test_drafter_costs(h100) -> None:
     d = draft_cost(head, h100, Parallelism(), e, B, g, S, c0)
     assert d[0] == 0.0 and (np.diff(d) > 0).all()
     one_pass = step_cost(head.model, h100, Parallelism(), e, B, 1, S, role="draft").seconds
-    # each extra draft is one more pass (plus a first pass one position wider: <0.1%)
-    assert float(d[4] - d[3]) == pytest.approx(float(one_pass), rel=1e-3)
+    # each extra draft is one more pass (plus a first pass one position wider, whose B more
+    # tokens' logits the engine processes: ~1.5%)
+    assert float(d[4] - d[3]) == pytest.approx(float(one_pass), rel=0.02)
     assert float(one_pass) < 0.25 * float(c0)  # a one-layer head is cheap next to the target
 
 

@@ -131,16 +131,25 @@ def comm_cost(model: Model, gpu: GPU, par: Parallelism, B: Array, T: Array) -> C
     return total
 
 
+#: The vocabulary ``verify_token_cost`` is quoted for (Llama-3, 128,256 tokens: the models the
+#: engine constants were derived on).
+REFERENCE_VOCAB = 128_256
+
+
 def overhead_seconds(model: Model, engine: Engine, par: Parallelism, B: Array, T: Array,
                      speculative: ArrayLike, role: str = "target") -> Array:
     """Engine time outside the kernels' rooflines for one pass (seconds): a fixed cost per
-    pass and per layer; a target pass on the speculative path adds the speculative step's
-    fixed cost and a cost per verified token (B/dp * T per GPU)."""
-    if role == "draft":
-        return np.asarray(engine.draft_pass_overhead + engine.layer_overhead * model.n_layers)
-    base = engine.pass_overhead + engine.layer_overhead * model.n_layers
+    pass and per layer; a target pass on the speculative path adds the speculative cycle's
+    fixed cost. Every pass on the speculative path (verify and drafter) pays a cost per token
+    whose logits it processes (B/dp * T per GPU), ``verify_token_cost`` scaled by its LM
+    head's vocabulary over :data:`REFERENCE_VOCAB` (softmax, top-k, rejection sampling and
+    the logits traffic grow with the vocabulary)."""
     tokens = np.asarray(B, dtype=float) / par.dp * T
-    return base + np.where(speculative, engine.spec_step_overhead + engine.verify_token_cost * tokens, 0.0)
+    per_token = engine.verify_token_cost * model.head_vocab / REFERENCE_VOCAB
+    if role == "draft":
+        return engine.draft_pass_overhead + engine.layer_overhead * model.n_layers + per_token * tokens
+    base = engine.pass_overhead + engine.layer_overhead * model.n_layers
+    return base + np.where(speculative, engine.spec_step_overhead + per_token * tokens, 0.0)
 
 
 def step_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
