@@ -63,6 +63,13 @@ class Engine:
     spec_step_overhead: float = 0.0
     version: str = ""
     source: str = ""
+    #: ``(drafter kind, seconds)`` pairs overriding ``draft_pass_overhead`` for that kind
+    #: (e.g. a head the engine captures in a CUDA graph).
+    draft_pass_overhead_by_kind: tuple[tuple[str, float], ...] = ()
+
+    def draft_overhead(self, kind: str = "") -> float:
+        """Fixed seconds of one drafter pass of a ``kind`` drafter."""
+        return dict(self.draft_pass_overhead_by_kind).get(kind, self.draft_pass_overhead)
 
     @property
     def spec_cycle_overhead(self) -> float:

@@ -249,7 +249,7 @@ def load_gpu(name: str, doc: Doc | None = None, path: KeyPath = ()) -> GPU:
 
 ENGINE_KEYS = ("name", "aliases", "version", "pass_overhead_us", "layer_overhead_us",
                "draft_pass_overhead_us", "verify_token_cost_us", "spec_cycle_overhead_us",
-               "spec_step_overhead_us", "base")
+               "spec_step_overhead_us", "draft_pass_overhead_by_kind_us", "base")
 
 
 def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None = None) -> Engine:
@@ -277,7 +277,16 @@ def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None
                               us("spec_step_overhead_us", b.spec_step_overhead)),
         version=str(v.get("version") or b.version),
         source=doc.file,
+        draft_pass_overhead_by_kind=_by_kind(doc, (*path, "draft_pass_overhead_by_kind_us"),
+                                             v.get("draft_pass_overhead_by_kind_us"))
+        if "draft_pass_overhead_by_kind_us" in v else b.draft_pass_overhead_by_kind,
     )
+
+
+def _by_kind(doc: Doc, path: KeyPath, value: Any) -> tuple[tuple[str, float], ...]:
+    """``{drafter kind: microseconds}`` -> ``((kind, seconds), ...)``."""
+    v = _check_keys(doc, path, value or {}, DRAFTER_KINDS)
+    return tuple((k, _number(doc, (*path, k), x, positive=False) * 1e-6) for k, x in v.items())
 
 
 def load_engine(name: str, doc: Doc | None = None, path: KeyPath = ()) -> Engine:

@@ -84,7 +84,10 @@ def summarise(points: Iterable[Point]) -> Summary:
 
 def log_residual_band(points: Iterable[Point], coverage: float = 0.8) -> tuple[float, float]:
     """Quantiles (1-coverage)/2 and (1+coverage)/2 of log(predicted / measured), as ratios
-    (measured / predicted): the band that covered ``coverage`` of the points."""
+    (measured / predicted): the band that covered ``coverage`` of the points. The quantiles
+    are taken outward (the nearest residual at or beyond each), so the band holds at least
+    that share of the points themselves."""
     r = np.log([p.predicted / p.measured for p in points])
-    lo, hi = np.quantile(r, [(1 - coverage) / 2, (1 + coverage) / 2])
+    lo = np.quantile(r, (1 - coverage) / 2, method="lower")
+    hi = np.quantile(r, (1 + coverage) / 2, method="higher")
     return float(np.exp(-hi)), float(np.exp(-lo))

@@ -49,8 +49,6 @@ def test_validation_sign_is_right_on_at_least_90_percent(points: list[Point]) ->
     assert s.sign_right >= 0.9
 
 
-@pytest.mark.xfail(strict=True, reason="median |error| 15.4% on validation: DeepSeek-V3 MTP on "
-                   "H200 / MI300X is under-predicted at small batch (docs/validation.md)")
 def test_validation_median_error_at_most_15_percent(points: list[Point]) -> None:
     assert summarise(p for p in points if p.use == "validation").median_abs_error <= 0.15
 
@@ -88,10 +86,11 @@ def test_amd_mtp_speedup_falls_with_concurrency(points: list[Point]) -> None:
 
 def test_shipped_band_is_the_validation_residual_band(points: list[Point]) -> None:
     lo, hi = log_residual_band((p for p in points if p.use == "validation"), BAND_COVERAGE)
-    assert (lo, hi) == pytest.approx(SPEEDUP_BAND, abs=0.01)
+    # the shipped band is the residual band rounded outward to two decimals
+    assert SPEEDUP_BAND[0] <= lo < SPEEDUP_BAND[0] + 0.01 and SPEEDUP_BAND[1] - 0.01 < hi <= SPEEDUP_BAND[1]
     covered = [SPEEDUP_BAND[0] <= p.measured / p.predicted <= SPEEDUP_BAND[1]
                for p in points if p.use == "validation"]
-    assert np.mean(covered) >= BAND_COVERAGE - 0.05
+    assert np.mean(covered) >= BAND_COVERAGE
 
 
 def test_recommendation_points_carry_the_band() -> None:

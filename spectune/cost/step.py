@@ -137,7 +137,7 @@ REFERENCE_VOCAB = 128_256
 
 
 def overhead_seconds(model: Model, engine: Engine, par: Parallelism, B: Array, T: Array,
-                     speculative: ArrayLike, role: str = "target") -> Array:
+                     speculative: ArrayLike, role: str = "target", drafter_kind: str = "") -> Array:
     """Engine time outside the kernels' rooflines for one pass (seconds): a fixed cost per
     pass and per layer; a target pass on the speculative path adds the speculative cycle's
     fixed cost. Every pass on the speculative path (verify and drafter) pays a cost per token
@@ -146,15 +146,17 @@ def overhead_seconds(model: Model, engine: Engine, par: Parallelism, B: Array, T
     the logits traffic grow with the vocabulary)."""
     tokens = np.asarray(B, dtype=float) / par.dp * T
     per_token = engine.verify_token_cost * model.head_vocab / REFERENCE_VOCAB
+    layers = engine.layer_overhead * model.n_layers
     if role == "draft":
-        return engine.draft_pass_overhead + engine.layer_overhead * model.n_layers + per_token * tokens
-    base = engine.pass_overhead + engine.layer_overhead * model.n_layers
+        return engine.draft_overhead(drafter_kind) + layers + per_token * tokens
+    base = engine.pass_overhead + layers
     return base + np.where(speculative, engine.spec_step_overhead + per_token * tokens, 0.0)
 
 
 def step_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
               B: ArrayLike, T: ArrayLike, S: ArrayLike, *, achieved: bool = True,
-              speculative: ArrayLike | None = None, role: str = "target") -> StepCost:
+              speculative: ArrayLike | None = None, role: str = "target",
+              drafter_kind: str = "") -> StepCost:
     """Cost of one pass of ``model``: B sequences x T tokens each at context S (arrays
     broadcast). ``speculative`` (default T > 1) adds the per-verified-token engine cost;
     ``engine=None`` leaves engine overhead out (the pure roofline of seed 000)."""
@@ -170,7 +172,7 @@ def step_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
         comps["comm"] = comm
     if engine is not None:
         spec = Ta > 1 if speculative is None else speculative
-        comps["overhead"] = fixed(overhead_seconds(model, engine, par, Ba, Ta, spec, role)
+        comps["overhead"] = fixed(overhead_seconds(model, engine, par, Ba, Ta, spec, role, drafter_kind)
                                   + 0.0 * (Ba * Ta * Sa))
     ordered = {k: comps[k] for k in ORDER if k in comps}
     return StepCost(ordered, works)
