@@ -6,6 +6,7 @@ Thresholds are the issue's done-when; the patterns are the three it names."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -102,3 +103,37 @@ def test_recommendation_points_carry_the_band() -> None:
             assert p["speedup_low"] == pytest.approx(p["speedup"] * SPEEDUP_BAND[0], rel=0.01)
         else:
             assert p["speedup_low"] == p["speedup_high"] == p["speedup"]
+
+
+#: aiconfigurator-core 0.12.0's unpacked kernel tables, where a developer has them.
+AIC_DATA = Path(os.environ.get("SPECTUNE_AIC_DATA", "/work/aic/x/aiconfigurator_core/systems/data"))
+
+
+def test_fit_kernels_skips_without_data(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "fit_kernels.py"), str(tmp_path / "none")],
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 0 and "nothing to fit" in res.stderr
+
+
+@pytest.mark.skipif(not AIC_DATA.is_dir(), reason="aiconfigurator-core tables not unpacked here")
+def test_shipped_h100_kernels_are_the_fit(tmp_path: Path) -> None:
+    """The kernels: block of h100-sxm.yaml is what scripts/fit_kernels.py prints (3 sig. figs)."""
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("scipy")
+    import subprocess
+    import sys
+
+    from spectune.profiles import load_gpu
+    script = str(ROOT / "scripts" / "fit_kernels.py")
+    out = subprocess.run([sys.executable, script, str(AIC_DATA), "h100_sxm"],
+                         capture_output=True, text=True, check=True).stdout
+    fitted = yaml.safe_load(out)["kernels"]
+    k = load_gpu("h100-sxm").kernels
+    assert k is not None
+    for key, val in fitted.items():
+        if key == "source":
+            continue
+        shipped = getattr(k, key.removesuffix("_us")) * (1e6 if key.endswith("_us") else 1.0)
+        assert shipped == pytest.approx(val, rel=0.01, abs=1e-6), key
