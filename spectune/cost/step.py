@@ -58,10 +58,11 @@ FFN_CALLS = 2
 
 
 def _layer_pieces(model: Model, par: Parallelism, B: Array, T: Array, S: Array,
-                  kernels: Kernels | None, gpu: GPU) -> tuple[dict[str, Work], dict[str, Component]]:
-    """Work of every roofline component summed over layers and, with ``kernels``, its
-    kernel-true price (:mod:`spectune.cost.kernels`), each distinct layer priced once and
-    scaled by its count."""
+                  on: tuple[Kernels, GPU] | None = None) -> tuple[dict[str, Work], dict[str, Component]]:
+    """Work of every roofline component summed over layers and, given ``on`` = (kernels,
+    GPU), its kernel-true price (:mod:`spectune.cost.kernels`); each distinct layer is
+    priced once and scaled by its count."""
+    kernels, gpu = on if on is not None else (None, None)
     h = model.hidden_size
     works: dict[str, Work] = {}
     comps: dict[str, Component] = {}
@@ -70,7 +71,7 @@ def _layer_pieces(model: Model, par: Parallelism, B: Array, T: Array, S: Array,
 
     def gemm(name: str, w: Work, calls: int, count: int) -> None:
         _add(works, name, w.scaled(count))
-        if kernels is not None:
+        if kernels is not None and gpu is not None:
             c = kernel_price(w, gpu, calls * kernels.gemm_call, kernels.gemm_bandwidth_fraction,
                              gemm_flops_fraction(kernels, tokens))
             _add_c(comps, name, c.scaled(count))
@@ -80,7 +81,7 @@ def _layer_pieces(model: Model, par: Parallelism, B: Array, T: Array, S: Array,
         latent = bool(att.kv_lora_rank)
         for name, w in attention_work(att, model, par, B, T, S).items():
             _add(works, name, w.scaled(group.count))
-            if kernels is not None:
+            if kernels is not None and gpu is not None:
                 mla_like = latent or name.startswith("indexer")
                 parallel = seqs if mla_like else seqs * max(att.n_kv_heads / par.tp, 1.0)
                 c = kernel_price(w, gpu, kernels.mla_call if mla_like else kernels.gqa_call,
@@ -95,12 +96,13 @@ def _layer_pieces(model: Model, par: Parallelism, B: Array, T: Array, S: Array,
         if isinstance(ffn, MoE):
             w = moe_work(ffn, h, model.expert_dtype, model.act_dtype, par, B, T)
             _add(works, "moe", w.scaled(group.count))
-            if kernels is not None:
+            if kernels is not None and gpu is not None:
+                # one grouped-GEMM call, a tile pass per distinct expert, shared experts as GEMMs
                 touched = touched_experts(ffn, par, B, T)
                 per_expert = tokens * ffn.top_k / np.maximum(touched, 1e-9)
-                fixed = (kernels.moe_call + kernels.moe_expert * touched
-                         + (FFN_CALLS * kernels.gemm_call if ffn.n_shared else 0.0))
-                c = kernel_price(w, gpu, fixed, kernels.moe_bandwidth_fraction,
+                launch = (kernels.moe_call + kernels.moe_expert * touched
+                          + (FFN_CALLS * kernels.gemm_call if ffn.n_shared else 0.0))
+                c = kernel_price(w, gpu, launch, kernels.moe_bandwidth_fraction,
                                  gemm_flops_fraction(kernels, per_expert))
                 _add_c(comps, "moe", c.scaled(group.count))
         else:
@@ -114,7 +116,7 @@ def _layer_pieces(model: Model, par: Parallelism, B: Array, T: Array, S: Array,
 
 def layer_works(model: Model, par: Parallelism, B: Array, T: Array, S: Array) -> dict[str, Work]:
     """FLOPs and bytes of every roofline component of ``model``, summed over its layers."""
-    return _layer_pieces(model, par, B, T, S, None, None)[0]  # type: ignore[arg-type]
+    return _layer_pieces(model, par, B, T, S)[0]
 
 
 def comm_cost(model: Model, gpu: GPU, par: Parallelism, B: Array, T: Array) -> Component | None:
@@ -163,9 +165,9 @@ def step_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
     Ba = np.asarray(B, dtype=float)
     Ta = np.asarray(T, dtype=float)
     Sa = np.asarray(S, dtype=float)
-    kernels = default_kernels(gpu) if achieved else None
-    works, comps = _layer_pieces(model, par, Ba, Ta, Sa, kernels, gpu)
-    if kernels is None:
+    # achieved: kernel-true prices; peak: the pure roofline (seed 000)
+    works, comps = _layer_pieces(model, par, Ba, Ta, Sa, (default_kernels(gpu), gpu) if achieved else None)
+    if not achieved:
         comps = {name: price(w, gpu, achieved) for name, w in works.items()}
     comm = comm_cost(model, gpu, par, Ba, Ta)
     if comm is not None:
