@@ -18,6 +18,7 @@ from spectune.deployment import Deployment
 from spectune.envelope import Document, envelope
 from spectune.recommend import Recommendation
 from spectune.speedup import PointSpeedup, closed_form
+from spectune.uncertainty import speedup_band
 from spectune.version import __version__
 
 if TYPE_CHECKING:  # the simulators load only when asked for (recommend cold start)
@@ -62,6 +63,15 @@ def deployment_doc(dep: Deployment) -> dict[str, Any]:
     }
 
 
+def _band(speedup: float, speculating: bool) -> tuple[float, float]:
+    """The validation error band around a predicted speedup (spectune/uncertainty.py); plain
+    decode (gamma 0) is not a prediction, its band is the point itself."""
+    if not speculating:
+        return sig(speedup, 4), sig(speedup, 4)
+    lo, hi = speedup_band(speedup)
+    return sig(float(lo), 3), sig(float(hi), 3)
+
+
 def _operating(op: Operating | None) -> dict[str, Any] | None:
     if op is None:
         return None
@@ -97,11 +107,14 @@ def recommendation_doc(rec: Recommendation, ragged: RaggedGrid | None = None,
                 extra["ragged"] = {**{k: sig(v[i, j], 4) for k, v in ragged.speedups.items()},
                                    "homogeneous_gamma": int(ragged.homogeneous_gamma[i, j]),
                                    "mean_ragged_depth": sig(ragged.mean_ragged_depth[i, j], 3)}
+            lo, hi = _band(float(rec.speedup_star[i, j]), gs > 0)
             points.append({
                 "batch": int(b),
                 "context": int(s),
                 "gamma": gs,
                 "speedup": sig(rec.speedup_star[i, j], 4),
+                "speedup_low": lo,
+                "speedup_high": hi,
                 "speculate": gs > 0,
                 "limiter": str(rec.limiter[i, j]),
                 "step_seconds": sig(g.verify[i, j, gs] + g.draft[i, j, gs], 4),
@@ -171,6 +184,7 @@ def closed_form_doc(alpha: float, gamma: int, draft_cost: float) -> Document:
 def point_speedup_doc(dep: Deployment, batch: int, context: int, gamma: int,
                       point: PointSpeedup) -> Document:
     """Kind ``Speedup`` for the roofline speedup at one operating point."""
+    band = _band(point.speedup, gamma > 0)
     return envelope("Speedup", {
         "formula": "m(g) C0 / (C_verify(B, g+1, S) + C_draft(B, g, S))  [seed 000]",
         "gpu": dep.gpu.name, "model": dep.model.name, "drafter": dep.drafter.name,
@@ -180,6 +194,8 @@ def point_speedup_doc(dep: Deployment, batch: int, context: int, gamma: int,
         "verify_seconds": sig(point.verify),
         "draft_seconds": sig(point.draft),
         "speedup": sig(point.speedup),
+        "speedup_low": band[0],
+        "speedup_high": band[1],
     })
 
 

@@ -12,7 +12,7 @@ import difflib
 import itertools
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 from spectune.acceptance import Acceptance
 from spectune.deployment import Deployment, Engine, Parallelism, Workload
 from spectune.errors import InputError
-from spectune.hardware import DTYPE_BYTES, GPU
+from spectune.hardware import DTYPE_BYTES, GPU, Kernels
 from spectune.hf_config import DTYPE_KEYS, model_from_hf_config
 from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
 from spectune.model import DRAFTER_KINDS, UNIFORM, Drafter, Model, MoE, Routing
@@ -196,7 +196,22 @@ def builtin_path(kind: str, name: str, doc: Doc | None = None, path: KeyPath = (
 
 
 GPU_KEYS = ("name", "aliases", "memory_gb", "hbm_bandwidth_tbps", "peak_tflops",
-            "link_bandwidth_gbps", "link_latency_us", "achievable", "confidence", "notes")
+            "link_bandwidth_gbps", "link_latency_us", "achievable", "confidence", "notes",
+            "kernels")
+#: ``kernels:`` keys of a GPU profile (spectune.hardware.Kernels); ``*_us`` are microseconds.
+KERNEL_KEYS = tuple(f.name + ("_us" if f.name.endswith(("_call", "_expert")) else "")
+                    for f in fields(Kernels) if f.name != "source")
+
+
+def _kernels(doc: Doc, path: KeyPath, value: Any) -> Kernels:
+    v = _check_keys(doc, path, value, (*KERNEL_KEYS, "source"), KERNEL_KEYS)
+    vals: dict[str, Any] = {}
+    for k in KERNEL_KEYS:
+        frac = k.endswith("_fraction")
+        x = _number(doc, (*path, k), v[k], positive=frac, lo=None if frac else 0.0,
+                    hi=1.0 if frac else None)
+        vals[k.removesuffix("_us")] = x * 1e-6 if k.endswith("_us") else x
+    return Kernels(**vals, source=str(v.get("source", "")))
 
 
 def gpu_from_mapping(doc: Doc, path: KeyPath, value: Any, key: str = "custom") -> GPU:
@@ -223,6 +238,7 @@ def gpu_from_mapping(doc: Doc, path: KeyPath, value: Any, key: str = "custom") -
         bandwidth_fraction=fr.get("bandwidth_fraction", 1.0),
         flops_fraction=fr.get("flops_fraction", 1.0),
         notes=(str(v["notes"]),) if v.get("notes") else (),
+        kernels=_kernels(doc, (*path, "kernels"), v["kernels"]) if v.get("kernels") else None,
     )
 
 
@@ -232,7 +248,8 @@ def load_gpu(name: str, doc: Doc | None = None, path: KeyPath = ()) -> GPU:
 
 
 ENGINE_KEYS = ("name", "aliases", "version", "pass_overhead_us", "layer_overhead_us",
-               "draft_pass_overhead_us", "verify_token_cost_us", "spec_step_overhead_us", "base")
+               "draft_pass_overhead_us", "verify_token_cost_us", "spec_cycle_overhead_us",
+               "spec_step_overhead_us", "draft_pass_overhead_by_kind_us", "base")
 
 
 def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None = None) -> Engine:
@@ -255,10 +272,21 @@ def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None
         layer_overhead=us("layer_overhead_us", b.layer_overhead),
         draft_pass_overhead=us("draft_pass_overhead_us", b.draft_pass_overhead),
         verify_token_cost=us("verify_token_cost_us", b.verify_token_cost),
-        spec_step_overhead=us("spec_step_overhead_us", b.spec_step_overhead),
+        # spec_step_overhead_us: the key's earlier name, still read.
+        spec_step_overhead=us("spec_cycle_overhead_us",
+                              us("spec_step_overhead_us", b.spec_step_overhead)),
         version=str(v.get("version") or b.version),
         source=doc.file,
+        draft_pass_overhead_by_kind=_by_kind(doc, (*path, "draft_pass_overhead_by_kind_us"),
+                                             v.get("draft_pass_overhead_by_kind_us"))
+        if "draft_pass_overhead_by_kind_us" in v else b.draft_pass_overhead_by_kind,
     )
+
+
+def _by_kind(doc: Doc, path: KeyPath, value: Any) -> tuple[tuple[str, float], ...]:
+    """``{drafter kind: microseconds}`` -> ``((kind, seconds), ...)``."""
+    v = _check_keys(doc, path, value or {}, DRAFTER_KINDS)
+    return tuple((k, _number(doc, (*path, k), x, positive=False) * 1e-6) for k, x in v.items())
 
 
 def load_engine(name: str, doc: Doc | None = None, path: KeyPath = ()) -> Engine:
@@ -459,8 +487,9 @@ def deployment_from_doc(doc: Doc) -> Deployment:
     if "achievable" in v:
         ach = _check_keys(doc, ("achievable",), v["achievable"], ("bandwidth_fraction", "flops_fraction"))
         fractions = {k: _number(doc, ("achievable", k), x, lo=0.01, hi=1.0) for k, x in ach.items()}
+        # Overridden fractions replace the measured kernel efficiencies too (default_kernels).
         gpu = replace(gpu, bandwidth_fraction=fractions.get("bandwidth_fraction", gpu.bandwidth_fraction),
-                      flops_fraction=fractions.get("flops_fraction", gpu.flops_fraction))
+                      flops_fraction=fractions.get("flops_fraction", gpu.flops_fraction), kernels=None)
     model: Model = _resolve(doc, ("model",), v["model"], load_model, model_from_mapping)
     if "routing" in v:
         model = replace(model, routing=routing_from_value(doc, ("routing",), v["routing"], model))

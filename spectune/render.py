@@ -18,6 +18,7 @@ from importlib import import_module
 from typing import Any
 
 from spectune.envelope import API_VERSION, Document, envelope
+from spectune.uncertainty import BAND_COVERAGE
 
 __all__ = ["API_VERSION", "FORMATS", "TABLES", "Document", "envelope", "grid", "render", "table_for",
            "to_json", "to_yaml"]
@@ -112,6 +113,13 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3f} ms"
 
 
+def _band(p: Document) -> str:
+    """Compact error band of a point, e.g. ``(2.2-2.9)``; empty when the document has none."""
+    if "speedup_low" not in p:
+        return ""
+    return f"({p['speedup_low']:.1f}-{p['speedup_high']:.1f})"
+
+
 @table_for("Recommendation")
 def _recommendation_table(doc: Document, fmt: str) -> str:
     dep = doc["deployment"]
@@ -122,7 +130,7 @@ def _recommendation_table(doc: Document, fmt: str) -> str:
         row: list[Any] = [b]
         for s in doc["context_lengths"]:
             p = points[(b, s)]
-            row.append(f"{p['gamma']}  {p['speedup']:.2f}x" if p["speculate"] else "0  off")
+            row.append(f"{p['gamma']}  {p['speedup']:.2f}x {_band(p)}" if p["speculate"] else "0  off")
         rows.append(row)
     headers = ["batch \\ context"] + [f"{s:,}" for s in doc["context_lengths"]]
     par = dep["parallelism"]
@@ -133,7 +141,8 @@ def _recommendation_table(doc: Document, fmt: str) -> str:
     lines = [title, f"acceptance: {acc['source']} (a = {rates})", ""]
     if fmt == "markdown":
         lines = [f"**{title}**", "", f"acceptance: {acc['source']} (a = {rates})", "", ""]
-    legend = ("cell: gamma* and predicted throughput speedup over plain decode; "
+    legend = ("cell: gamma* and predicted throughput speedup over plain decode, with the range "
+              f"that held {BAND_COVERAGE:.0%} of published measurements (docs/validation.md); "
               "'0  off' = speculation does not pay there")
     text = "\n".join(lines) + grid(rows, headers, fmt) + "\n" + legend + "\n"
     if "ragged" in doc:

@@ -89,6 +89,7 @@ RECOMMENDATION = _doc("Recommendation", "spectune recommend",
     "context_lengths": _arr(NONNEG_INT, 1),
     "points": _arr(_obj({
         "batch": POS_INT, "context": NONNEG_INT, "gamma": NONNEG_INT, "speedup": NUM,
+        "speedup_low": NUM, "speedup_high": NUM,
         "speculate": BOOL, "limiter": STR, "step_seconds": NUM, "plain_step_seconds": NUM,
         "speedups": _arr(NUM, 1),
         "ragged": _obj({"homogeneous": NUM, "gated": NUM, "ragged": NUM, "ragged_free": NUM,
@@ -133,6 +134,7 @@ SPEEDUP = _doc("Speedup", "spectune speedup", "predicted speedup of one gamma (c
     "gpu": STR, "model": STR, "drafter": STR, "batch": POS_INT, "context": NONNEG_INT,
     "acceptance": STR, "expected_tokens": NUM, "plain_step_seconds": NUM,
     "verify_seconds": NUM, "draft_seconds": NUM, "speedup": NUM,
+    "speedup_low": NUM, "speedup_high": NUM,
 }, required=["formula", "gamma", "expected_tokens", "speedup"])
 
 PROFILE_LIST = _doc("ProfileList", "spectune profiles list", "built-in profiles and shipped examples", {

@@ -93,8 +93,8 @@ def test_recorded_rounds_file(tmp_path: Path, moe_dep: Deployment) -> None:
     _write_rounds(f, MIX, 3000, 6, np.random.default_rng(3))
     rounds = load_rounds(str(f))
     assert rounds.depth == 6 and not rounds.calibrated and "3000 recorded rounds" in rounds.source
-    g = simulate(moe_dep, rounds, rounds_per_point=4096)
-    fitted = simulate(moe_dep, rounds_for(moe_dep), rounds_per_point=4096)
+    g = simulate(moe_dep, rounds, rounds_per_point=16384)
+    fitted = simulate(moe_dep, rounds_for(moe_dep), rounds_per_point=16384)
     # the same populations, recorded or fitted, give the same picture (up to sampling)
     assert np.allclose(g.speedups["ragged"], fitted.speedups["ragged"], rtol=0.06)
     assert np.all(g.speedups["oracle"] >= g.speedups["homogeneous"])

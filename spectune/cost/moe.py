@@ -38,6 +38,24 @@ def knee(n_experts: int, top_k: int) -> float:
     return n_experts / top_k
 
 
+def touched_experts(moe: MoE, par: Parallelism, B: Array, T: Array,
+                    routing: Routing = UNIFORM) -> Array:
+    """Distinct routed experts (whole, or tp slices of them) one GPU reads in a pass of B
+    sequences x T tokens: A(B/dp*T) with ``ep == 1``, the local share of A(B*T) with EP;
+    skewed or co-activated ``routing`` replaces A by D(B, T) (:mod:`spectune.cost.routing`)."""
+    tokens_rank = np.asarray(B, dtype=float) * T / par.dp
+    if par.ep == 1:
+        if not routing.uniform:
+            return distinct_experts_bt(routing, moe.n_experts, moe.top_k,
+                                       np.asarray(B, dtype=float) / par.dp, T)
+        return distinct_experts(tokens_rank, moe.n_experts, moe.top_k)
+    if not routing.uniform:
+        return distinct_experts_bt(routing, moe.n_experts, moe.top_k, B, T) / par.ep
+    tokens_all = tokens_rank * par.dp
+    # Each local expert is touched with the same probability as any expert.
+    return moe.n_experts / par.ep * (1.0 - (1.0 - moe.top_k / moe.n_experts) ** tokens_all)
+
+
 def moe_work(moe: MoE, hidden: int, expert_dtype: str, act_dtype: str, par: Parallelism,
              B: Array, T: Array, routing: Routing = UNIFORM) -> Work:
     """One MoE layer on one GPU for B sequences x T tokens.
@@ -48,26 +66,19 @@ def moe_work(moe: MoE, hidden: int, expert_dtype: str, act_dtype: str, par: Para
     Under non-uniform ``routing`` a GPU holding E/ep experts is charged 1/ep of the
     distinct experts (the average GPU; placement of hot experts is not modelled).
     """
-    skewed = not routing.uniform
     b_w = dtype_bytes(expert_dtype)
     b_a = dtype_bytes(act_dtype)
     p_expert = moe.expert_params(hidden)
     p_shared = moe.shared_params(hidden)
     tokens_rank = np.asarray(B, dtype=float) * T / par.dp  # tokens of one dp rank
 
+    touched = touched_experts(moe, par, B, T, routing)
     if par.ep == 1:
-        touched = (distinct_experts_bt(routing, moe.n_experts, moe.top_k,
-                                       np.asarray(B, dtype=float) / par.dp, T) if skewed
-                   else distinct_experts(tokens_rank, moe.n_experts, moe.top_k))
         routed_flops = 2.0 * tokens_rank * moe.top_k * p_expert / par.tp
         routed_bytes = touched * p_expert * b_w / par.tp
         routed_acts = tokens_rank * moe.top_k * 2 * hidden * b_a
     else:
         tokens_all = tokens_rank * par.dp
-        local = moe.n_experts / par.ep
-        # Each local expert is touched with the same probability as any expert.
-        touched = (distinct_experts_bt(routing, moe.n_experts, moe.top_k, B, T) / par.ep
-                   if skewed else local * (1.0 - (1.0 - moe.top_k / moe.n_experts) ** tokens_all))
         routed_flops = 2.0 * tokens_all * moe.top_k * p_expert / par.ep
         routed_bytes = touched * p_expert * b_w
         routed_acts = tokens_all * moe.top_k / par.ep * 2 * hidden * b_a
