@@ -152,7 +152,7 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
 def _setup(profile: str | None, gpu: str | None, model: str | None, tp: int | None,
            ep: int | None, dp: int | None, engine: str | None) -> tuple[Any, ...]:
     """GPU, model, parallelism and engine from a profile and/or explicit options."""
-    from spectune.deployment import Parallelism
+    from spectune.deployment import Parallelism, parallelism_problem
     from spectune.profiles import load_deployment, load_engine, load_gpu, load_model
 
     dep = load_deployment(profile) if profile else None
@@ -165,6 +165,9 @@ def _setup(profile: str | None, gpu: str | None, model: str | None, tp: int | No
         par = Parallelism(tp or base.tp, ep or base.ep, dp or base.dp)
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    problem = parallelism_problem(m, par)
+    if problem:
+        raise InputError(problem)
     eng_name = engine or (None if dep else "vllm")
     eng = None if eng_name == "none" else (load_engine(eng_name) if eng_name else dep.engine)  # type: ignore[union-attr]
     return dep, g, m, par, eng
@@ -208,16 +211,27 @@ def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None
     per batch size.
     """
     from spectune.cost import marginal_cost, step_cost
-    from spectune.documents import step_cost_doc, sweep_doc
+    from spectune.documents import memory_doc, step_cost_doc, sweep_doc
+    from spectune.memory import infeasible_reason, memory, parameter_counts
+    from spectune.model import Drafter
 
-    _, g, m, par, eng = _setup(profile, gpu, model, tp, ep, dp, engine)
+    dep, g, m, par, eng = _setup(profile, gpu, model, tp, ep, dp, engine)
+    drafter = dep.drafter if dep is not None and not model else Drafter("ngram", "none")
+    total, active = parameter_counts(m)
     docs = []
     for batch in batches:
         c = step_cost(m, g, par, eng, batch, tokens, context, achieved=not peak)
         r = marginal_cost(m, g, par, eng, batch, tokens, context, achieved=not peak)
+        mem = memory(m, drafter, g, par, batch, context)
+        if not bool(mem.feasible):
+            # Still priced: studying a GPU's roofline beyond what it can hold is legitimate.
+            click.echo(f"spectune: warning: batch {batch} at context {context:,} does not fit "
+                       f"in memory: {infeasible_reason(mem, ())}", err=True)
         inputs = {"gpu": g.name, "model": m.name, "batch": batch, "tokens": tokens,
                   "context": context, "parallelism": {"tp": par.tp, "ep": par.ep, "dp": par.dp},
-                  "engine": eng.name if eng else None, "achieved": not peak}
+                  "engine": eng.name if eng else None, "achieved": not peak,
+                  "parameters_total": total, "parameters_active": active,
+                  "memory": memory_doc(mem)}
         docs.append(step_cost_doc(c, r, inputs))
     emit(docs[0] if len(docs) == 1 else sweep_doc(docs), fmt)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-ATTENTION_KINDS = ("gqa", "mla", "hca", "csa", "swa")
+ATTENTION_KINDS = ("gqa", "mla", "hca", "csa", "dsa", "swa", "linear")
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,13 @@ class Attention:
                ``compress_ratio``-fold (128), plus an uncompressed local ``window``;
       ``csa``  DeepSeek-V4 compressed sparse attention: an indexer of ``index_n_heads`` x
                ``index_head_dim`` scores every position of the ``compress_ratio``-fold (4)
-               compressed context, then MLA over the top ``index_topk``, plus ``window``.
+               compressed context, then MLA over the top ``index_topk``, plus ``window``;
+      ``dsa``  DeepSeek-V3.2 sparse attention: the same indexer over the whole
+               (uncompressed) context, then MLA over the top ``index_topk`` positions;
+      ``linear`` linear attention (Qwen3-Next / Qwen3.5 gated DeltaNet): no KV cache, a
+               fixed recurrent state of ``n_heads`` (value heads) x ``key_dim`` x
+               ``head_dim`` (value dim) per sequence in ``state_dtype``, ``n_kv_heads``
+               key heads, and a causal conv of ``conv_kernel`` taps.
     ``proj_params`` counts the weights of the block's projections (q/k/v/o or MLA's low-rank
     q, kv and output maps), per layer, unsharded.
     """
@@ -44,6 +50,9 @@ class Attention:
     index_topk: int = 0
     index_n_heads: int = 0
     index_head_dim: int = 0
+    key_dim: int = 0
+    conv_kernel: int = 0
+    state_dtype: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.kind not in ATTENTION_KINDS:

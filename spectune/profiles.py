@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from spectune.acceptance import Acceptance
-from spectune.deployment import Deployment, Engine, Parallelism, Workload
+from spectune.deployment import Deployment, Engine, Parallelism, Workload, parallelism_problem
 from spectune.errors import InputError
 from spectune.hardware import DTYPE_BYTES, GPU
 from spectune.hf_config import DTYPE_KEYS, model_from_hf_config
@@ -431,6 +431,9 @@ def deployment_from_doc(doc: Doc) -> Deployment:
         par = Parallelism(**nums)
     except ValueError as exc:
         raise doc.error(("parallelism",), str(exc)) from None
+    problem = parallelism_problem(model, par)
+    if problem:
+        raise doc.error(("parallelism", problem[:2]), problem)
 
     eng_v = v.get("engine", "vllm")
     if isinstance(eng_v, dict) and "base" in eng_v:
