@@ -290,6 +290,12 @@ def _read_config_json(doc: Doc, path: KeyPath, ref: str) -> dict[str, Any]:
         raise InputError(f"not valid JSON: {exc.msg}", str(f), exc.lineno) from None
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", str(f), 1)
+    quant = f.parent / "hf_quant_config.json"  # NVIDIA ModelOpt checkpoints keep it beside
+    if quant.is_file() and "hf_quant_config" not in data:
+        try:
+            data["hf_quant_config"] = json.loads(quant.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not valid JSON: {exc.msg}", str(quant), exc.lineno) from None
     return data
 
 
