@@ -176,6 +176,9 @@ class Drafter:
     ``ngram``: prompt lookup, no accelerator work.
     ``cost_ratio``: the user states c = cost of one draft token / cost of a plain step.
     ``path`` is what the serving engine is told to load (a Hugging Face id or directory).
+    ``prompt_lookup_min`` / ``prompt_lookup_max`` (n-gram only): the shortest and longest
+    n-gram matched against earlier text (vLLM ``prompt_lookup_min/max``); they decide what
+    is drafted and hence the acceptance, so they travel into the emitted config. 0: unset.
     """
 
     kind: str
@@ -183,6 +186,8 @@ class Drafter:
     model: Model | None = None
     cost_ratio: float = 0.0
     path: str = ""
+    prompt_lookup_min: int = 0
+    prompt_lookup_max: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in DRAFTER_KINDS:

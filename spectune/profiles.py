@@ -334,7 +334,7 @@ def load_model(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Model:
 
 
 DRAFTER_KEYS = ("name", "aliases", "kind", "target", "path", "dtypes", "hf_config", "config",
-                "model", "cost_ratio")
+                "model", "cost_ratio", "prompt_lookup_min", "prompt_lookup_max")
 
 
 def drafter_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str = "") -> Drafter:
@@ -361,11 +361,20 @@ def drafter_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str 
         cost_ratio = _number(doc, (*path, "cost_ratio"), v["cost_ratio"], positive=False)
     if kind in ("draft_model", "eagle", "eagle3", "mtp") and model is None:
         raise doc.error(path, f"a {kind} drafter needs 'hf_config', 'config' or 'model'")
-    return Drafter(kind, name, model, cost_ratio, str(v.get("path") or ""))
+    lookup = {k: int(_number(doc, (*path, k), v[k], integer=True, lo=1, hi=64))
+              for k in ("prompt_lookup_min", "prompt_lookup_max") if k in v}
+    if lookup and kind != "ngram":
+        raise doc.error((*path, next(iter(lookup))), "prompt_lookup_min/max belong to an ngram drafter")
+    lo = lookup.get("prompt_lookup_min", lookup.get("prompt_lookup_max", 0))
+    hi = lookup.get("prompt_lookup_max", lo)
+    if lo > hi:
+        raise doc.error((*path, "prompt_lookup_min"),
+                        f"prompt_lookup_min = {lo} must be <= prompt_lookup_max = {hi}")
+    return Drafter(kind, name, model, cost_ratio, str(v.get("path") or ""), lo, hi)
 
 
 def load_drafter(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Drafter:
-    if ref in ("ngram", "none"):
+    if ref == "none":
         return Drafter("ngram", "ngram")
     f = builtin_path("drafters", ref, doc, path)
     d = read_doc(f)

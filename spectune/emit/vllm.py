@@ -89,6 +89,11 @@ def vllm_speculative_config(rec: Recommendation, weights: Mapping[int, float] | 
     if path and method != "ngram":
         cfg["model"] = path
     cfg["num_speculative_tokens"] = k
+    if method == "ngram" and dep.drafter.prompt_lookup_max:
+        # The n-gram sizes the acceptance was measured with (vLLM defaults both to 5 when
+        # unset: vllm/config/speculative.py, SpeculativeConfig.__post_init__).
+        cfg["prompt_lookup_min"] = dep.drafter.prompt_lookup_min
+        cfg["prompt_lookup_max"] = dep.drafter.prompt_lookup_max
     if schedule is not None:
         cfg["num_speculative_tokens_per_batch_size"] = schedule
     return cfg, notes
