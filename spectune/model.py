@@ -179,6 +179,9 @@ class Drafter:
     ``prompt_lookup_min`` / ``prompt_lookup_max`` (n-gram only): the shortest and longest
     n-gram matched against earlier text (vLLM ``prompt_lookup_min/max``); they decide what
     is drafted and hence the acceptance, so they travel into the emitted config. 0: unset.
+    ``topk`` / ``num_draft_tokens`` (model drafters): a draft tree as SGLang runs it
+    (``--speculative-eagle-topk`` branches kept per step, ``--speculative-num-draft-tokens``
+    verified per sequence); topk 1 is a chain (:mod:`spectune.tree`).
     """
 
     kind: str
@@ -188,6 +191,8 @@ class Drafter:
     path: str = ""
     prompt_lookup_min: int = 0
     prompt_lookup_max: int = 0
+    topk: int = 1
+    num_draft_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in DRAFTER_KINDS:

@@ -334,7 +334,8 @@ def load_model(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Model:
 
 
 DRAFTER_KEYS = ("name", "aliases", "kind", "target", "path", "dtypes", "hf_config", "config",
-                "model", "cost_ratio", "prompt_lookup_min", "prompt_lookup_max")
+                "model", "cost_ratio", "prompt_lookup_min", "prompt_lookup_max", "topk",
+                "num_draft_tokens")
 
 
 def drafter_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str = "") -> Drafter:
@@ -370,7 +371,16 @@ def drafter_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str 
     if lo > hi:
         raise doc.error((*path, "prompt_lookup_min"),
                         f"prompt_lookup_min = {lo} must be <= prompt_lookup_max = {hi}")
-    return Drafter(kind, name, model, cost_ratio, str(v.get("path") or ""), lo, hi)
+    tree = {k: int(_number(doc, (*path, k), v[k], integer=True, lo=lo_, hi=hi_))
+            for k, lo_, hi_ in (("topk", 1, 16), ("num_draft_tokens", 2, 1024)) if k in v}
+    if tree and model is None:
+        raise doc.error((*path, next(iter(tree))), "topk / num_draft_tokens describe a draft tree "
+                                                   "of a model drafter (eagle, eagle3, mtp)")
+    if "num_draft_tokens" in tree and tree.get("topk", 1) == 1:
+        raise doc.error((*path, "num_draft_tokens"), "num_draft_tokens needs topk > 1 (a chain "
+                                                     "verifies gamma + 1 tokens)")
+    return Drafter(kind, name, model, cost_ratio, str(v.get("path") or ""), lo, hi,
+                   tree.get("topk", 1), tree.get("num_draft_tokens", 0))
 
 
 def load_drafter(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Drafter:

@@ -18,6 +18,7 @@ from spectune.cost.roofline import Array
 from spectune.deployment import Deployment
 from spectune.memory import Memory, memory, require_weights_fit
 from spectune.speedup import SpeedupGrid, speedup_grid
+from spectune.tree import verify_width
 
 
 def choose(speedup: Array, tie_tolerance: float) -> NDArray[np.int64]:
@@ -73,8 +74,9 @@ def _limiters(dep: Deployment, grid: SpeedupGrid, gamma_star: NDArray[np.int64])
     """Name of the costliest component of the verify step at gamma* (one vectorised pass)."""
     B = grid.batch[:, None].astype(float)
     S = grid.context[None, :].astype(float)
-    T = gamma_star.astype(float) + 1
-    cost = step_cost(dep.model, dep.gpu, dep.parallelism, dep.engine, B, T, S)
+    T = verify_width(dep.drafter, gamma_star)
+    cost = step_cost(dep.model, dep.gpu, dep.parallelism, dep.engine, B, T, S,
+                     speculative=gamma_star > 0)
     names = list(cost.components)
     stack = np.stack([np.broadcast_to(c.seconds, T.shape) for c in cost.components.values()])
     draft = grid.draft[np.arange(len(grid.batch))[:, None], np.arange(len(grid.context))[None, :],
