@@ -837,6 +837,9 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
 
     rec = recommend(dep)
     warnings = list(conf.warnings)
+    if conf.sglang and conf.sglang.get("eagle_topk") == dep.drafter.topk > 1:
+        # the profile describes this tree: it is priced as one
+        warnings = [w for w in warnings if "drafts a tree" not in w]
     notes = list(rec.notes)
     batches = [int(b) for b in rec.grid.batch]
     gmax = conf.max_gamma(batches)

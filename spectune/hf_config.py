@@ -349,3 +349,19 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
         lm_head_vocab=head_vocab,
         source=source,
     )
+
+
+def eagle_head(model: Model) -> Model:
+    """An EAGLE-1 / EAGLE-2 head: its decoder layer(s) plus the input map ``fc`` that fuses
+    the token embedding with the target's feature, 2*hidden -> hidden (SafeAILab/EAGLE
+    ``eagle/model/cnets.py``; vLLM ``model_executor/models/llama_eagle.py``: ReplicatedLinear
+    of input_size hidden_size * 2). The config.json of such a head is a plain
+    ``LlamaForCausalLM`` one, so the drafter kind says what it is. Priced with the first
+    layer's projections (a weight GEMM read once per pass)."""
+    h = model.hidden_size
+    first = model.layers[0]
+    att = replace(first.attention, proj_params=first.attention.proj_params + 2 * h * h)
+    groups = [LayerGroup(1, att, first.ffn)]
+    if first.count > 1:
+        groups.append(LayerGroup(first.count - 1, first.attention, first.ffn))
+    return replace(model, layers=(*groups, *model.layers[1:]))

@@ -21,7 +21,7 @@ from spectune.acceptance import Acceptance
 from spectune.deployment import Deployment, Engine, Parallelism, Workload, parallelism_problem
 from spectune.errors import InputError
 from spectune.hardware import DTYPE_BYTES, GPU
-from spectune.hf_config import DTYPE_KEYS, model_from_hf_config
+from spectune.hf_config import DTYPE_KEYS, eagle_head, model_from_hf_config
 from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
 from spectune.model import DRAFTER_KINDS, Drafter, Model
 
@@ -362,6 +362,8 @@ def drafter_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str 
         cost_ratio = _number(doc, (*path, "cost_ratio"), v["cost_ratio"], positive=False)
     if kind in ("draft_model", "eagle", "eagle3", "mtp") and model is None:
         raise doc.error(path, f"a {kind} drafter needs 'hf_config', 'config' or 'model'")
+    if kind == "eagle" and model is not None:
+        model = eagle_head(model)
     lookup = {k: int(_number(doc, (*path, k), v[k], integer=True, lo=1, hi=64))
               for k in ("prompt_lookup_min", "prompt_lookup_max") if k in v}
     if lookup and kind != "ngram":

@@ -60,6 +60,10 @@ def vllm_speculative_config(rec: Recommendation, weights: Mapping[int, float] | 
         raise InputError(f"vLLM's {method!r} method needs the drafter's weights: set 'path' (the "
                          "Hugging Face id or directory vLLM loads) in the drafter profile",
                          key="drafter.path")
+    if dep.drafter.topk > 1:
+        raise InputError(f"vLLM drafts chains only (no tree: topk = {dep.drafter.topk}); emit for "
+                         "SGLang (--emit sglang), or describe the drafter with topk 1",
+                         key="drafter.topk")
     plan = plan or make_plan(rec, weights)
     notes: list[str] = []
     if plan.max_gamma == 0:
