@@ -197,6 +197,12 @@ UNMODELLED = {
     "cross_attention_layers": "cross-attention layers (Mllama)",
     "ssm_state_size": "Mamba state-space layers",
 }
+#: Families whose config.json fields spectune reads; another ``model_type`` is priced from
+#: its sizes with a warning naming it (fields of its own that change the cost are unknown).
+KNOWN_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+                     "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_text",
+                     "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "kimi_k2",
+                     "glm4_moe", "glm4_moe_lite", "gpt_oss", "llama4", "llama4_text")
 LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
 
 
@@ -336,6 +342,11 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
         groups = tuple(built)
 
     head_vocab = int(cfg.get("draft_vocab_size") or 0) if eagle3 else 0
+    notes = []
+    if mtype and mtype not in KNOWN_MODEL_TYPES:
+        notes.append(f"model_type {mtype!r} is not a family spectune knows: priced as a plain "
+                     "transformer from its sizes; a field of its own that changes the cost is "
+                     "not modelled")
     return Model(
         name=name or str(cfg.get("_name_or_path") or mtype or "model"),
         hidden_size=h,
@@ -347,7 +358,9 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
         act_dtype=dt.get("activations", "bf16"),
         lm_head_dtype=dt["lm_head"],
         lm_head_vocab=head_vocab,
+        tied_embeddings=cfg.get("tie_word_embeddings") is True,
         source=source,
+        notes=tuple(notes),
     )
 
 

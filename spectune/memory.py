@@ -111,9 +111,9 @@ def _ffn_params(ffn: DenseFFN | MoE, hidden: int) -> tuple[int, int, int]:
 
 def parameter_counts(model: Model) -> tuple[int, int]:
     """(total, active per token) weights of ``model``: embedding and head counted once each
-    (twice the vocab x hidden), every routed expert in the total, ``top_k`` in the active."""
+    (twice the vocab x hidden, once when tied), every routed expert in the total, ``top_k`` in the active."""
     h = model.hidden_size
-    total = active = 2 * model.vocab_size * h
+    total = active = (1 if model.tied_embeddings else 2) * model.vocab_size * h
     for g in model.layers:
         dense, routed, used = _ffn_params(g.ffn, h)
         total += g.count * (g.attention.proj_params + dense + routed)
@@ -137,7 +137,7 @@ def weight_bytes(model: Model, par: Parallelism, *, embedding: bool = True,
                         + routed * b_e * routed_share)
     if embedding:
         n += model.vocab_size * h * b_h / par.tp
-    if head:
+    if head and not (embedding and model.tied_embeddings):
         n += model.head_vocab * h * b_h / par.tp
     return n
 

@@ -112,7 +112,8 @@ class Model:
     ``expert_dtype`` of routed and shared experts, ``kv_dtype`` of the KV cache,
     ``act_dtype`` of activations and attention queries, ``lm_head_dtype`` of the output
     embedding. ``lm_head_vocab`` is the vocabulary the head scores (an EAGLE-3 head's
-    reduced draft vocabulary), defaulting to ``vocab_size``.
+    reduced draft vocabulary), defaulting to ``vocab_size``. ``tied_embeddings``: the head
+    is the input embedding (``tie_word_embeddings``): one tensor in memory.
     """
 
     name: str
@@ -125,6 +126,7 @@ class Model:
     act_dtype: str = "bf16"
     lm_head_dtype: str = "bf16"
     lm_head_vocab: int = 0
+    tied_embeddings: bool = False
     source: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 

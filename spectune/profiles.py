@@ -314,9 +314,20 @@ def model_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str = 
                               "(path to a config.json)")
     dtypes = _dtypes(doc, (*path, "dtypes"), v.get("dtypes"))
     try:
-        return model_from_hf_config(cfg, str(v.get("name") or default_name), dtypes, doc.file)
+        return _warned(model_from_hf_config(cfg, str(v.get("name") or default_name), dtypes,
+                                            doc.file))
     except (ValueError, TypeError, KeyError) as exc:
         raise doc.error(cfg_path, str(exc)) from None
+
+
+def _warned(model: Model) -> Model:
+    """Print the model's import warnings (fields priced approximately or not at all) on
+    stderr, naming the field; never silent."""
+    import sys
+
+    for note in model.notes:
+        print(f"spectune: warning: {model.source or model.name}: {note}", file=sys.stderr)
+    return model
 
 
 def load_model(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Model:
@@ -325,7 +336,7 @@ def load_model(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Model:
         d = doc or Doc(None, "<command line>")
         cfg = _read_config_json(d, path, ref)
         try:
-            return model_from_hf_config(cfg, Path(ref).parent.name or ref, None, ref)
+            return _warned(model_from_hf_config(cfg, Path(ref).parent.name or ref, None, ref))
         except (ValueError, TypeError, KeyError) as exc:
             raise InputError(str(exc), ref) from None
     f = builtin_path("models", ref, doc, path)

@@ -180,3 +180,25 @@ def test_grid_shapes_are_unchanged_by_new_kinds() -> None:
     c = step_cost(m, load_gpu("h100-sxm"), Parallelism(2), None, np.array([[1], [8]]), 1,
                   np.array([[1024, 8192]]))
     assert np.shape(c.seconds) == (2, 2)
+
+
+def test_unknown_family_is_priced_with_a_warning_naming_it(tmp_path: Path, runner: CliRunner) -> None:
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps({**cfg("Llama-3.1-8B"), "model_type": "brand_new"}))
+    res = runner.invoke(cli, ["cost", "--gpu", "h100-sxm", "--model", str(f), "--batch", "1",
+                              "--context", "1"])
+    assert res.exit_code == 0 and "warning" in res.stderr and "model_type 'brand_new'" in res.stderr
+    quiet = runner.invoke(cli, ["cost", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--batch", "1",
+                                "--context", "1"])
+    assert "warning" not in quiet.stderr
+
+
+def test_tied_embeddings_are_one_tensor() -> None:
+    from spectune.memory import weight_bytes
+
+    c = cfg("Llama-3.1-8B")
+    untied = model_from_hf_config(c)
+    tied = model_from_hf_config({**c, "tie_word_embeddings": True})
+    table = c["vocab_size"] * c["hidden_size"]
+    assert parameter_counts(untied)[0] - parameter_counts(tied)[0] == table
+    assert weight_bytes(untied, Parallelism(1)) - weight_bytes(tied, Parallelism(1)) == 2 * table
