@@ -204,3 +204,4 @@ def test_big_gpu_profile_fits_more(runner: CliRunner, tmp_path: Path) -> None:
                  workload={"batch_sizes": [64], "context_lengths": [32768]})
     doc = json.loads(runner.invoke(cli, ["recommend", str(big), "-o", "json"]).stdout)
     assert doc["points"][0]["feasible"] is True and "gamma" in doc["points"][0]
+
