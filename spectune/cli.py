@@ -173,6 +173,18 @@ def _setup(profile: str | None, gpu: str | None, model: str | None, tp: int | No
     return dep, g, m, par, eng
 
 
+def warn_if_too_big(model: Any, drafter: Any, gpu: Any, par: Any, batch: int, context: int) -> Any:
+    """The per-GPU memory of one operating point; a warning on stderr when it does not fit.
+    The step is still priced: studying a GPU's roofline beyond what it holds is legitimate."""
+    from spectune.memory import infeasible_reason, memory
+
+    mem = memory(model, drafter, gpu, par, batch, context)
+    if not bool(mem.feasible):
+        click.echo(f"spectune: warning: batch {batch} at context {context:,} does not fit in "
+                   f"memory: {infeasible_reason(mem, ())}", err=True)
+    return mem
+
+
 _common = [
     click.option("--profile", help="Take GPU, model, parallelism and engine from a deployment profile."),
     click.option("--gpu", help="Built-in GPU name (spectune profiles list gpus)."),
@@ -212,7 +224,7 @@ def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None
     """
     from spectune.cost import marginal_cost, step_cost
     from spectune.documents import memory_doc, step_cost_doc, sweep_doc
-    from spectune.memory import infeasible_reason, memory, parameter_counts
+    from spectune.memory import parameter_counts
     from spectune.model import Drafter
 
     dep, g, m, par, eng = _setup(profile, gpu, model, tp, ep, dp, engine)
@@ -222,11 +234,7 @@ def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None
     for batch in batches:
         c = step_cost(m, g, par, eng, batch, tokens, context, achieved=not peak)
         r = marginal_cost(m, g, par, eng, batch, tokens, context, achieved=not peak)
-        mem = memory(m, drafter, g, par, batch, context)
-        if not bool(mem.feasible):
-            # Still priced: studying a GPU's roofline beyond what it can hold is legitimate.
-            click.echo(f"spectune: warning: batch {batch} at context {context:,} does not fit "
-                       f"in memory: {infeasible_reason(mem, ())}", err=True)
+        mem = warn_if_too_big(m, drafter, g, par, batch, context)
         inputs = {"gpu": g.name, "model": m.name, "batch": batch, "tokens": tokens,
                   "context": context, "parallelism": {"tp": par.tp, "ep": par.ep, "dp": par.dp},
                   "engine": eng.name if eng else None, "achieved": not peak,
@@ -288,6 +296,7 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | N
     else:
         raise InputError("give --alpha (or a --profile with acceptance)")
     target = Deployment("cli", g, m, d, par, eng or NO_ENGINE, Workload((batch,), (context,)), acc)
+    warn_if_too_big(m, d, g, par, batch, context)
     emit(point_speedup_doc(target, batch, context, gamma, point_speedup(target, batch, context, gamma)), fmt)
 
 

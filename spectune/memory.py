@@ -54,10 +54,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from spectune.cost.roofline import Array
-from spectune.deployment import Parallelism
+from spectune.deployment import Parallelism, parallelism_problem
 from spectune.hardware import GPU, dtype_bytes
 from spectune.model import Attention, DenseFFN, Drafter, Model, MoE
 
+GB = 1e9
 #: vLLM's default ``gpu_memory_utilization`` (vllm/config/cache.py).
 MEMORY_UTILIZATION = 0.9
 #: Tokens of vLLM's profiling forward pass (``max_num_batched_tokens`` for ``vllm serve``).
@@ -237,8 +238,6 @@ def smallest_fitting_tp(model: Model, drafter: Drafter, gpu: GPU, par: Paralleli
     """The smallest tensor-parallel size (dividing the attention heads) at which weights
     and reserve leave room for a KV cache, other settings kept (EP follows tp*dp when
     on); None when even ``max_tp`` does not fit."""
-    from spectune.deployment import parallelism_problem
-
     for tp in range(1, max_tp + 1):
         ep = tp * par.dp if par.ep > 1 else 1
         cand = Parallelism(tp, ep, par.dp)
@@ -248,8 +247,6 @@ def smallest_fitting_tp(model: Model, drafter: Drafter, gpu: GPU, par: Paralleli
             return tp
     return None
 
-
-GB = 1e9
 
 
 def _gb(x: float) -> str:

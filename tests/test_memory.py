@@ -205,3 +205,12 @@ def test_big_gpu_profile_fits_more(runner: CliRunner, tmp_path: Path) -> None:
     doc = json.loads(runner.invoke(cli, ["recommend", str(big), "-o", "json"]).stdout)
     assert doc["points"][0]["feasible"] is True and "gamma" in doc["points"][0]
 
+
+
+def test_speedup_warns_when_the_point_does_not_fit(runner: CliRunner) -> None:
+    base = ["speedup", "--gpu", "h100-sxm", "--drafter", "ngram", "--alpha", "0.6", "--gamma", "3",
+            "--batch", "16", "--context", "4096"]
+    big = runner.invoke(cli, [*base, "--model", "llama-3.1-70b"])
+    assert big.exit_code == 0 and "does not fit in memory" in big.stderr
+    ok = runner.invoke(cli, [*base, "--model", "llama-3.1-8b"])
+    assert ok.exit_code == 0 and "does not fit" not in ok.stderr
