@@ -202,3 +202,15 @@ def test_tied_embeddings_are_one_tensor() -> None:
     table = c["vocab_size"] * c["hidden_size"]
     assert parameter_counts(untied)[0] - parameter_counts(tied)[0] == table
     assert weight_bytes(untied, Parallelism(1)) - weight_bytes(tied, Parallelism(1)) == 2 * table
+
+
+@pytest.mark.parametrize(("name", "file"), [
+    ("llama-4-maverick", "Llama-4-Maverick-17B-128E-Instruct"),
+    ("qwen3.5-35b-a3b", "Qwen3.5-35B-A3B"),
+    ("deepseek-v3.2", "DeepSeek-V3.2"),
+])
+def test_builtin_profiles_match_their_config_json(name: str, file: str) -> None:
+    from spectune.profiles import load_model
+
+    built, raw = load_model(name), model_from_hf_config(cfg(file))
+    assert built.layers == raw.layers and parameter_counts(built) == parameter_counts(raw)
