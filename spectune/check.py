@@ -689,8 +689,9 @@ def _sglang_from_args(conf: Configured, args: list[str], folder: Path) -> None:
                          "--speculative-eagle-topk and --speculative-num-draft-tokens together "
                          "(a partial triple crashes the server)", file, line)
     if t is not None and t > 1:
-        conf.warnings.append(f"--speculative-eagle-topk {t} drafts a tree; spectune models a chain "
-                             f"(topk 1) of {s} drafts")
+        conf.warnings.append(f"--speculative-eagle-topk {t} drafts a tree; the profile's drafter "
+                             f"is priced (describe this tree with topk: {t} and num_draft_tokens: "
+                             f"{n} in the drafter profile)")
     elif n is not None and n != s + 1 and algo != "NGRAM":
         conf.warnings.append(f"--speculative-num-draft-tokens {n} != num-steps + 1 = {s + 1}; SGLang "
                              f"resets it to {s + 1} with topk 1")

@@ -479,6 +479,10 @@ def deployment_from_doc(doc: Doc) -> Deployment:
         engine = engine_from_mapping(doc, ("engine",), eng_v, base)
     else:
         engine = _resolve(doc, ("engine",), eng_v, load_engine, engine_from_mapping)
+    if drafter.topk > 1 and engine.name.lower().startswith("vllm"):
+        raise doc.error(("drafter",), f"a draft tree (topk = {drafter.topk}) runs on SGLang, not "
+                                      "vLLM (vLLM drafts chains only): set engine: sglang, or "
+                                      "topk 1")
 
     wl = _check_keys(doc, ("workload",), v["workload"], ("batch_sizes", "context_lengths"),
                      ("batch_sizes", "context_lengths"))

@@ -163,3 +163,10 @@ def test_tree_is_emitted_for_sglang_and_refused_for_vllm(runner: CliRunner, tmp_
 def test_tree_fields_need_a_model_drafter(runner: CliRunner, tmp_path: Path) -> None:
     res = runner.invoke(cli, ["recommend", str(_prof(tmp_path, {"kind": "ngram", "topk": 4}))])
     assert res.exit_code == 2 and "drafter.topk" in res.stderr
+
+
+def test_a_tree_on_vllm_is_refused(runner: CliRunner, tmp_path: Path) -> None:
+    f = tmp_path / "tree.yaml"
+    f.write_text(yaml.safe_dump({**TREE_PROFILE, "engine": "vllm"}))
+    res = runner.invoke(cli, ["recommend", str(f)])
+    assert res.exit_code == 2 and "drafter" in res.stderr and "SGLang" in res.stderr
