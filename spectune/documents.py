@@ -42,14 +42,14 @@ def acceptance_doc(acc: Acceptance, gamma_max: int) -> dict[str, Any]:
 
 def deployment_doc(dep: Deployment) -> dict[str, Any]:
     d = dep.drafter
+    total, active = parameter_counts(dep.model)
     return {
         "name": dep.name,
         "gpu": {"key": dep.gpu.key, "name": dep.gpu.name,
                 "bandwidth_fraction": dep.gpu.bandwidth_fraction,
                 "flops_fraction": dep.gpu.flops_fraction},
         "model": {"name": dep.model.name, "params": int(dep.model.total_params()),
-                  "parameters_total": parameter_counts(dep.model)[0],
-                  "parameters_active": parameter_counts(dep.model)[1],
+                  "parameters_total": total, "parameters_active": active,
                   "weights": dep.model.weight_dtype, "experts": dep.model.expert_dtype,
                   "kv_cache": dep.model.kv_dtype},
         "drafter": {"kind": d.kind, "name": d.name, "path": d.path or None},

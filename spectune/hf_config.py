@@ -2,8 +2,12 @@
 
 Families: Llama / Mistral / Qwen2 / Qwen3 (dense, GQA), Mixtral, Qwen2-MoE / Qwen3-MoE,
 DeepSeek-V2 / V3 / R1 / Kimi-K2 / GLM-4.x-MoE (MLA or GQA + MoE with shared experts and
-leading dense layers), DeepSeek-V4 (per-layer compressed attention), gpt-oss (alternating
-sliding / full attention, MXFP4 experts), and EAGLE-3 heads (``LlamaForCausalLMEagle3``).
+leading dense layers), DeepSeek-V3.2 (MLA + sparse-attention indexer), DeepSeek-V4
+(per-layer compressed attention), gpt-oss (alternating sliding / full attention, MXFP4
+experts), Llama-4 (interleaved MoE with a shared expert, chunked attention), hybrid
+``layer_types`` models (Qwen3-Next / Qwen3.5: gated-DeltaNet linear attention), EAGLE-1 and
+EAGLE-3 heads (``LlamaForCausalLMEagle3``); quantization from ``quantization_config`` and
+``hf_quant_config.json``. Cost-changing fields that are not modelled are refused.
 Pure: takes dicts, returns specs; raises ``ValueError`` with the offending key.
 """
 
@@ -25,9 +29,8 @@ def _req(cfg: Mapping[str, Any], *keys: str) -> Any:
     raise ValueError(f"config.json has no {' / '.join(keys)}")
 
 
-#: int4 weight-only (AWQ / GPTQ, group size 128): 4 bits plus an fp16 scale (and an fp16
-#: zero point for AWQ) per 128 weights (AutoAWQ / GPTQ ``group_size: 128``); see
-#: :data:`spectune.hardware.DTYPE_BYTES`.
+#: ``quantization_config.quant_method`` values spectune prices (transformers / vLLM names);
+#: AWQ / GPTQ 4-bit is the ``int4`` dtype (:data:`spectune.hardware.DTYPE_BYTES`).
 _QUANT_METHODS = ("fp8", "fbgemm_fp8", "mxfp4", "nvfp4", "modelopt_fp4", "modelopt", "awq",
                   "gptq", "awq_marlin", "gptq_marlin", "compressed-tensors")
 
@@ -64,6 +67,8 @@ def infer_dtypes(cfg: Mapping[str, Any]) -> dict[str, str]:
     base = "fp16" if torch_dtype == "float16" else "bf16"
     weights = experts = kv = base
     q = cfg.get("quantization_config") or {}
+    if not isinstance(q, Mapping):
+        raise ValueError(f"quantization_config: expected a mapping, got {q!r}")
     method = str(q.get("quant_method", "")).lower()
     if method and method not in _QUANT_METHODS:
         raise ValueError(f"quantization_config.quant_method {method!r} is not modelled; "
@@ -90,7 +95,10 @@ def infer_dtypes(cfg: Mapping[str, Any]) -> dict[str, str]:
         kvs = q.get("kv_cache_scheme") or {}
         if kvs and int(kvs.get("num_bits") or 16) == 8:
             kv = "fp8"
-    mo = (cfg.get("hf_quant_config") or {}).get("quantization") or {}
+    hq = cfg.get("hf_quant_config") or {}
+    mo = hq.get("quantization") if isinstance(hq, Mapping) else None
+    if not isinstance(mo, Mapping):
+        mo = {}
     if mo.get("quant_algo"):
         weights = experts = _modelopt_dtype(str(mo["quant_algo"]),
                                             "hf_quant_config.json: quantization.quant_algo")

@@ -375,6 +375,14 @@ def drafter_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str 
         raise doc.error(path, f"a {kind} drafter needs 'hf_config', 'config' or 'model'")
     if kind == "eagle" and model is not None:
         model = eagle_head(model)
+    lo, hi, topk, n_draft = _drafting(doc, path, v, kind, model is not None)
+    return Drafter(kind, name, model, cost_ratio, str(v.get("path") or ""), lo, hi, topk, n_draft)
+
+
+def _drafting(doc: Doc, path: KeyPath, v: dict[str, Any], kind: str,
+              has_model: bool) -> tuple[int, int, int, int]:
+    """How the engine drafts: n-gram sizes (prompt_lookup_min, _max; one given sets both, as
+    vLLM does) and a draft tree (topk, num_draft_tokens) of a model drafter."""
     lookup = {k: int(_number(doc, (*path, k), v[k], integer=True, lo=1, hi=64))
               for k in ("prompt_lookup_min", "prompt_lookup_max") if k in v}
     if lookup and kind != "ngram":
@@ -386,14 +394,13 @@ def drafter_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str 
                         f"prompt_lookup_min = {lo} must be <= prompt_lookup_max = {hi}")
     tree = {k: int(_number(doc, (*path, k), v[k], integer=True, lo=lo_, hi=hi_))
             for k, lo_, hi_ in (("topk", 1, 16), ("num_draft_tokens", 2, 1024)) if k in v}
-    if tree and model is None:
+    if tree and not has_model:
         raise doc.error((*path, next(iter(tree))), "topk / num_draft_tokens describe a draft tree "
                                                    "of a model drafter (eagle, eagle3, mtp)")
     if "num_draft_tokens" in tree and tree.get("topk", 1) == 1:
         raise doc.error((*path, "num_draft_tokens"), "num_draft_tokens needs topk > 1 (a chain "
                                                      "verifies gamma + 1 tokens)")
-    return Drafter(kind, name, model, cost_ratio, str(v.get("path") or ""), lo, hi,
-                   tree.get("topk", 1), tree.get("num_draft_tokens", 0))
+    return lo, hi, tree.get("topk", 1), tree.get("num_draft_tokens", 0)
 
 
 def load_drafter(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Drafter:

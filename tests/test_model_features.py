@@ -214,3 +214,11 @@ def test_builtin_profiles_match_their_config_json(name: str, file: str) -> None:
 
     built, raw = load_model(name), model_from_hf_config(cfg(file))
     assert built.layers == raw.layers and parameter_counts(built) == parameter_counts(raw)
+
+
+def test_malformed_quantization_config_exits_2(tmp_path: Path, runner: CliRunner) -> None:
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps({**cfg("Llama-3.1-8B"), "quantization_config": "fp8"}))
+    res = runner.invoke(cli, ["cost", "--gpu", "h100-sxm", "--model", str(f), "--batch", "1",
+                              "--context", "1"])
+    assert res.exit_code == 2 and "quantization_config" in res.stderr and "Traceback" not in res.output
