@@ -214,3 +214,16 @@ def test_speedup_warns_when_the_point_does_not_fit(runner: CliRunner) -> None:
     assert big.exit_code == 0 and "does not fit in memory" in big.stderr
     ok = runner.invoke(cli, [*base, "--model", "llama-3.1-8b"])
     assert ok.exit_code == 0 and "does not fit" not in ok.stderr
+
+
+def test_documents_with_points_that_do_not_fit_validate(runner: CliRunner) -> None:
+    import jsonschema
+
+    from spectune.schema import SCHEMAS
+
+    doc = json.loads(runner.invoke(cli, ["recommend", "llama-3.1-70b-h100-eagle3", "-o", "json"]).stdout)
+    assert any(not p["feasible"] for p in doc["points"])
+    jsonschema.validate(doc, SCHEMAS["Recommendation"])
+    cost = json.loads(runner.invoke(cli, ["cost", "--gpu", "h100-sxm", "--model", "llama-3.1-70b",
+                                          "--batch", "1", "--context", "8", "-o", "json"]).stdout)
+    jsonschema.validate(cost, SCHEMAS["StepCost"])
