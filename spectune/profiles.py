@@ -195,7 +195,7 @@ def builtin_path(kind: str, name: str, doc: Doc | None = None, path: KeyPath = (
     raise InputError(msg)
 
 
-GPU_KEYS = ("name", "aliases", "memory_gb", "hbm_bandwidth_tbps", "peak_tflops",
+GPU_KEYS = ("name", "aliases", "memory_gb", "memory_bytes", "hbm_bandwidth_tbps", "peak_tflops",
             "link_bandwidth_gbps", "link_latency_us", "achievable", "confidence", "notes")
 
 
@@ -214,7 +214,10 @@ def gpu_from_mapping(doc: Doc, path: KeyPath, value: Any, key: str = "custom") -
     return GPU(
         key=key,
         name=str(v.get("name") or key),
-        memory_bytes=_number(doc, (*path, "memory_gb"), v["memory_gb"]) * 1e9,
+        # memory_bytes: the exact capacity where known (NVIDIA's "80 GB" is 80 GiB), else GB.
+        memory_bytes=(_number(doc, (*path, "memory_bytes"), v["memory_bytes"])
+                      if "memory_bytes" in v
+                      else _number(doc, (*path, "memory_gb"), v["memory_gb"]) * 1e9),
         hbm_bandwidth=_number(doc, (*path, "hbm_bandwidth_tbps"), v["hbm_bandwidth_tbps"]) * 1e12,
         peak_flops=flops,
         link_bandwidth=_number(doc, (*path, "link_bandwidth_gbps"), v["link_bandwidth_gbps"]) * 1e9,

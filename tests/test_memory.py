@@ -137,9 +137,9 @@ def test_70b_bf16_on_one_h100_exits_2_naming_memory(runner: CliRunner, tmp_path:
         assert res.exit_code == 2, res.output
         err = res.stderr.strip()
         assert len(err.splitlines()) == 1 and "memory" in err
-        assert f"{need / 1e9:.1f} GB needed" in err and "80.0 GB available" in err
+        assert f"{need / 1e9:.1f} GB needed" in err and f"{gpu.memory_bytes / 1e9:.1f} GB available" in err
         assert f"smallest tp that fits is {fits[0]}" in err
-    assert need > gpu.memory_bytes  # 141 GB of bf16 weights
+    assert need > gpu.memory_bytes == 80 * 2**30  # 141 GB of bf16 weights; "80 GB" is 80 GiB
     serve = tmp_path / "serve.sh"
     serve.write_text("vllm serve m --speculative-config "
                      "'{\"method\":\"ngram\",\"num_speculative_tokens\":3}'\n")
@@ -153,7 +153,7 @@ def test_cost_still_prices_what_does_not_fit(runner: CliRunner) -> None:
     assert res.exit_code == 0
     doc = json.loads(res.stdout)
     mem = doc["memory"]
-    assert mem["feasible"] is False and mem["capacity_gb"] == 80.0
+    assert mem["feasible"] is False and mem["capacity_gb"] == pytest.approx(80 * 2**30 / 1e9, rel=1e-3)
     assert mem["weights_gb"] == pytest.approx(doc["parameters_total"] * 2 / 1e9, rel=1e-3)
     assert mem["total_gb"] == pytest.approx(mem["weights_gb"] + mem["kv_cache_gb"]
                                             + mem["reserve_gb"], rel=1e-3)
