@@ -65,6 +65,7 @@ class Configured:
     schedule: list[Range] | None = None  # per-batch-size ranges, as configured
     schedule_active: bool = False  # False when the engine ignores the schedule
     data_parallel: int = 1
+    prompt_lookup: tuple[int | None, int | None] = (None, None)  # vLLM ngram (min, max)
     sglang: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -516,6 +517,9 @@ def _vllm_apply(conf: Configured, file_opts: list[Option],
     if _int(k, "num_speculative_tokens", file, spec_line) <= 0:
         raise InputError(f"num_speculative_tokens must be > 0 (vLLM refuses {k!r})", file, spec_line)
     conf.gamma = _gamma(k, "num_speculative_tokens", file, spec_line, lo=1)
+    lookup_n = tuple(None if spec.get(key) is None else _int(spec[key], key, file, spec_line, lo=1)
+                     for key in ("prompt_lookup_min", "prompt_lookup_max"))
+    conf.prompt_lookup = (lookup_n[0], lookup_n[1])
     sched = spec.get("num_speculative_tokens_per_batch_size")
     if sched is not None:
         conf.schedule = _vllm_schedule(sched, file, spec_line)
@@ -685,8 +689,9 @@ def _sglang_from_args(conf: Configured, args: list[str], folder: Path) -> None:
                          "--speculative-eagle-topk and --speculative-num-draft-tokens together "
                          "(a partial triple crashes the server)", file, line)
     if t is not None and t > 1:
-        conf.warnings.append(f"--speculative-eagle-topk {t} drafts a tree; spectune models a chain "
-                             f"(topk 1) of {s} drafts")
+        conf.warnings.append(f"--speculative-eagle-topk {t} drafts a tree; the profile's drafter "
+                             f"is priced (describe this tree with topk: {t} and num_draft_tokens: "
+                             f"{n} in the drafter profile)")
     elif n is not None and n != s + 1 and algo != "NGRAM":
         conf.warnings.append(f"--speculative-num-draft-tokens {n} != num-steps + 1 = {s + 1}; SGLang "
                              f"resets it to {s + 1} with topk 1")
@@ -833,6 +838,9 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
 
     rec = recommend(dep)
     warnings = list(conf.warnings)
+    if conf.sglang and conf.sglang.get("eagle_topk") == dep.drafter.topk > 1:
+        # the profile describes this tree: it is priced as one
+        warnings = [w for w in warnings if "drafts a tree" not in w]
     notes = list(rec.notes)
     batches = [int(b) for b in rec.grid.batch]
     gmax = conf.max_gamma(batches)
@@ -852,6 +860,13 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
             warnings.append(f"configured drafter method {conf.method!r} differs from the profile's drafter "
                             f"{dep.drafter.name!r} ({kind}, {ENGINE_NAME[conf.engine]} {expected!r}): "
                             "the prediction assumes the profile's drafter")
+        want = (dep.drafter.prompt_lookup_min, dep.drafter.prompt_lookup_max)
+        if conf.engine == "vllm" and conf.method == "ngram" and want[1] and conf.prompt_lookup != want:
+            got = tuple(5 if n is None else n for n in conf.prompt_lookup)  # vLLM's default
+            if got != want:
+                warnings.append(f"configured n-gram prompt_lookup_min/max = {got[0]}/{got[1]} "
+                                f"differ from the profile's {want[0]}/{want[1]}: the server drafts "
+                                "differently from what the acceptance was measured with")
         if conf.model and dep.drafter.path and conf.model != dep.drafter.path:
             warnings.append(f"configured draft model {conf.model!r} differs from the profile's "
                             f"{dep.drafter.path!r}")

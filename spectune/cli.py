@@ -181,6 +181,17 @@ def _seed003_extras(dep: Any, ragged: bool, rounds_file: str | None,
 
 
 # --------------------------------------------------------------------------- cost
+def warn_if_too_big(mem: Any, batch: int, context: int) -> None:
+    """A warning on stderr when one operating point's memory (:class:`spectune.memory.Memory`)
+    does not fit the GPU. The step is still priced: studying a GPU's roofline beyond what it
+    holds is legitimate."""
+    from spectune.memory import infeasible_reason
+
+    if not bool(mem.feasible):
+        click.echo(f"spectune: warning: batch {batch} at context {context:,} does not fit in "
+                   f"memory: {infeasible_reason(mem, ())}", err=True)
+
+
 _common = [
     click.option("--profile", help="Take GPU, model, parallelism and engine from a deployment profile."),
     click.option("--gpu", help="Built-in GPU name (spectune profiles list gpus)."),
@@ -226,7 +237,10 @@ def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None
 
     target = resolve_target(profile, gpu=gpu, model=model, tp=tp, ep=ep, dp=dp, engine=engine,
                             coactivation=coactivation)
-    docs = [price_pass(target, batch, tokens, context, achieved=not peak).to_dict() for batch in batches]
+    passes = [price_pass(target, batch, tokens, context, achieved=not peak) for batch in batches]
+    for pc in passes:
+        warn_if_too_big(pc.memory, pc.batch, context)
+    docs = [pc.to_dict() for pc in passes]
     emit(docs[0] if len(docs) == 1 else sweep_doc(docs), fmt)
 
 
@@ -319,6 +333,10 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | N
     where = resolve_target(profile, gpu=gpu, model=model, tp=tp, ep=ep, dp=dp, engine=engine)
     target = speedup_deployment(where, batch, context, drafter=drafter or None, draft_cost=draft_cost,
                                 alpha=alpha)
+    from spectune.memory import memory
+
+    warn_if_too_big(memory(target.model, target.drafter, target.gpu, target.parallelism, batch, context),
+                    batch, context)
     emit(point_speedup_doc(target, batch, context, gamma, point_speedup(target, batch, context, gamma)), fmt)
 
 

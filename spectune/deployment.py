@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from spectune.acceptance import Acceptance
 from spectune.hardware import GPU
-from spectune.model import Drafter, Model
+from spectune.model import Drafter, Model, MoE
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,29 @@ class Parallelism:
     @property
     def gpus(self) -> int:
         return self.tp * self.dp
+
+
+def parallelism_problem(model: Model, par: Parallelism) -> str | None:
+    """Why ``par`` cannot run ``model``, or None: tensor parallelism splits attention heads
+    (every attention kind, linear-attention key and value heads too), so tp must divide
+    them; KV heads replicate when tp exceeds them (tp must then be a multiple of them);
+    expert parallelism spreads whole experts, so ep must divide the expert count (vLLM
+    ``vllm/model_executor/layers/linear.py`` divides heads by tp; FusedMoE divides experts
+    by the EP size)."""
+    for g in model.layers:
+        att = g.attention
+        if att.n_heads % par.tp:
+            return (f"tp = {par.tp} does not divide the {att.n_heads} attention heads of "
+                    f"{model.name} (tensor parallelism splits heads evenly)")
+        kv = att.n_kv_heads
+        if kv > 1 and (kv % par.tp if par.tp <= kv else par.tp % kv):
+            return (f"tp = {par.tp} and the {kv} KV heads of {model.name} do not divide one "
+                    "another (KV heads are split over tp, or replicated when tp exceeds them)")
+        ffn = g.ffn
+        if par.ep > 1 and isinstance(ffn, MoE) and ffn.n_experts % par.ep:
+            return (f"ep = {par.ep} does not divide the {ffn.n_experts} experts of "
+                    f"{model.name} (expert parallelism places whole experts)")
+    return None
 
 
 @dataclass(frozen=True)

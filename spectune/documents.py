@@ -16,6 +16,7 @@ from spectune.cost import StepCost
 from spectune.cost.roofline import intensity
 from spectune.deployment import Deployment
 from spectune.envelope import Document, envelope
+from spectune.memory import Memory, infeasible_reason, parameter_counts
 from spectune.recommend import Recommendation
 from spectune.speedup import PointSpeedup, closed_form
 from spectune.uncertainty import speedup_band
@@ -47,12 +48,14 @@ def acceptance_doc(acc: Acceptance, gamma_max: int) -> dict[str, Any]:
 
 def deployment_doc(dep: Deployment) -> dict[str, Any]:
     d = dep.drafter
+    total, active = parameter_counts(dep.model)
     return {
         "name": dep.name,
         "gpu": {"key": dep.gpu.key, "name": dep.gpu.name,
                 "bandwidth_fraction": dep.gpu.bandwidth_fraction,
                 "flops_fraction": dep.gpu.flops_fraction},
         "model": {"name": dep.model.name, "params": int(dep.model.total_params()),
+                  "parameters_total": total, "parameters_active": active,
                   "weights": dep.model.weight_dtype, "experts": dep.model.expert_dtype,
                   "kv_cache": dep.model.kv_dtype, "routing": dep.model.routing.describe()},
         "drafter": {"kind": d.kind, "name": d.name, "path": d.path or None},
@@ -92,16 +95,43 @@ def goodput_doc(gp: Goodput) -> dict[str, Any]:
     }
 
 
+def _gb(x: Any) -> float:
+    return sig(float(x) / 1e9, 4)
+
+
+def memory_doc(mem: Memory, index: tuple[int, ...] = ()) -> dict[str, Any]:
+    """Per-GPU memory in GB (1e9 bytes) at one operating point of ``mem``'s arrays."""
+    shape = np.shape(mem.total)
+    at = (lambda a: float(np.broadcast_to(a, shape)[index])) if shape else float
+    return {
+        "weights_gb": _gb(mem.weights),
+        "draft_weights_gb": _gb(mem.draft_weights),
+        "kv_cache_gb": _gb(at(mem.kv_cache)),
+        "draft_kv_cache_gb": _gb(at(mem.draft_kv_cache)),
+        "reserve_gb": _gb(mem.reserve),
+        "total_gb": _gb(at(mem.total)),
+        "capacity_gb": _gb(mem.capacity),
+        "feasible": bool(at(mem.feasible)),
+    }
+
+
 def recommendation_doc(rec: Recommendation, ragged: RaggedGrid | None = None,
                        goodput: Goodput | None = None) -> Document:
     """Kind ``Recommendation``: gamma*, its speedup and every gamma's speedup per point;
+    a point that does not fit in memory has ``feasible: false``, a reason, and no gamma;
     with ``ragged``, the four depth policies per point; with ``goodput``, the SLO block."""
     g = rec.grid
     sp = g.speedup
-    points = []
+    points: list[dict[str, Any]] = []
+    total = np.broadcast_to(rec.memory.total, rec.gamma_star.shape)
     for i, b in enumerate(g.batch):
         for j, s in enumerate(g.context):
             gs = int(rec.gamma_star[i, j])
+            if not rec.feasible[i, j]:
+                points.append({"batch": int(b), "context": int(s), "feasible": False,
+                               "reason": infeasible_reason(rec.memory, (i, j)),
+                               "memory_gb": _gb(total[i, j])})
+                continue
             extra: dict[str, Any] = {}
             if ragged is not None:
                 extra["ragged"] = {**{k: sig(v[i, j], 4) for k, v in ragged.speedups.items()},
@@ -111,6 +141,8 @@ def recommendation_doc(rec: Recommendation, ragged: RaggedGrid | None = None,
             points.append({
                 "batch": int(b),
                 "context": int(s),
+                "feasible": True,
+                "memory_gb": _gb(total[i, j]),
                 "gamma": gs,
                 "speedup": sig(rec.speedup_star[i, j], 4),
                 "speedup_low": lo,
@@ -129,6 +161,8 @@ def recommendation_doc(rec: Recommendation, ragged: RaggedGrid | None = None,
         "gammas": [int(x) for x in g.gamma],
         "batch_sizes": [int(x) for x in g.batch],
         "context_lengths": [int(x) for x in g.context],
+        "memory": {k: v for k, v in memory_doc(rec.memory, (0, 0)).items()
+                   if k in ("weights_gb", "draft_weights_gb", "reserve_gb", "capacity_gb")},
         "points": points,
         "notes": list(rec.notes),
     }

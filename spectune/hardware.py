@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 #: (OCP Microscaling Formats spec v1.0, 2023) = 4.25 bits; NVFP4 is 4 bits + one FP8
 #: scale per 16 values (NVIDIA Blackwell NVFP4 format) = 4.5 bits. fp8 block-128x128
 #: scales (DeepSeek-V3 config.json weight_block_size) add 4 B per 16,384 values, ~0.02 %,
-#: left out.
+#: left out. int4 is weight-only AWQ / GPTQ with group size 128: 4 bits + an fp16 scale
+#: and an fp16 zero point per 128 values (AutoAWQ / GPTQ ``group_size: 128``) = 4.25 bits.
 DTYPE_BYTES: Mapping[str, float] = {
     "fp32": 4.0,
     "bf16": 2.0,
@@ -23,6 +24,7 @@ DTYPE_BYTES: Mapping[str, float] = {
     "mxfp4": 4.25 / 8,
     "nvfp4": 4.5 / 8,
     "fp4": 0.5,
+    "int4": 4.25 / 8,
 }
 
 #: Which tensor-core rate a storage format computes at, and what to fall back to on a GPU
@@ -36,6 +38,7 @@ _COMPUTE_CHAIN: Mapping[str, tuple[str, ...]] = {
     "mxfp4": ("fp4", "bf16"),
     "nvfp4": ("fp4", "bf16"),
     "fp4": ("fp4", "bf16"),
+    "int4": ("bf16",),  # W4A16: dequantized in the GEMM, computes at bf16
 }
 
 

@@ -2,14 +2,19 @@
 
 Families: Llama / Mistral / Qwen2 / Qwen3 (dense, GQA), Mixtral, Qwen2-MoE / Qwen3-MoE,
 DeepSeek-V2 / V3 / R1 / Kimi-K2 / GLM-4.x-MoE (MLA or GQA + MoE with shared experts and
-leading dense layers), DeepSeek-V4 (per-layer compressed attention), gpt-oss (alternating
-sliding / full attention, MXFP4 experts), and EAGLE-3 heads (``LlamaForCausalLMEagle3``).
+leading dense layers), DeepSeek-V3.2 (MLA + sparse-attention indexer), DeepSeek-V4
+(per-layer compressed attention), gpt-oss (alternating sliding / full attention, MXFP4
+experts), Llama-4 (interleaved MoE with a shared expert, chunked attention), hybrid
+``layer_types`` models (Qwen3-Next / Qwen3.5: gated-DeltaNet linear attention), EAGLE-1 and
+EAGLE-3 heads (``LlamaForCausalLMEagle3``); quantization from ``quantization_config`` and
+``hf_quant_config.json``. Cost-changing fields that are not modelled are refused.
 Pure: takes dicts, returns specs; raises ``ValueError`` with the offending key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from spectune.model import Attention, DenseFFN, LayerGroup, Model, MoE
@@ -24,22 +29,84 @@ def _req(cfg: Mapping[str, Any], *keys: str) -> Any:
     raise ValueError(f"config.json has no {' / '.join(keys)}")
 
 
+#: ``quantization_config.quant_method`` values spectune prices (transformers / vLLM names);
+#: AWQ / GPTQ 4-bit is the ``int4`` dtype (:data:`spectune.hardware.DTYPE_BYTES`).
+_QUANT_METHODS = ("fp8", "fbgemm_fp8", "mxfp4", "nvfp4", "modelopt_fp4", "modelopt", "awq",
+                  "gptq", "awq_marlin", "gptq_marlin", "compressed-tensors")
+
+
+def _bits_dtype(bits: int, kind: str, key: str) -> str:
+    if bits == 4 and kind in ("int", ""):
+        return "int4"
+    if bits == 8:
+        return "fp8" if kind == "float" else "int8"
+    raise ValueError(f"{key}: {bits}-bit {kind or 'int'} weights are not modelled "
+                     "(spectune prices 4-bit int, 8-bit int/float, fp8, mxfp4, nvfp4)")
+
+
+def _modelopt_dtype(algo: str, key: str) -> str:
+    a = algo.upper()
+    if a.startswith("FP8"):
+        return "fp8"
+    if a == "NVFP4" or a.startswith("NVFP4"):
+        return "nvfp4"
+    if "W4A16" in a or "INT4" in a:
+        return "int4"
+    if "W8A8" in a or "INT8" in a:
+        return "int8"
+    raise ValueError(f"{key}: quant_algo {algo!r} is not modelled (FP8, NVFP4, W4A16_AWQ, W8A8)")
+
+
 def infer_dtypes(cfg: Mapping[str, Any]) -> dict[str, str]:
-    """Storage formats a release ships in, read from ``quantization_config`` / ``torch_dtype``."""
+    """Storage formats a release ships in, read from ``quantization_config`` (the forms of
+    transformers / vLLM: fp8, mxfp4, nvfp4 / modelopt, AWQ and GPTQ int4, compressed-tensors
+    int4/int8/fp8), NVIDIA ModelOpt's ``hf_quant_config.json`` (``quantization.quant_algo``,
+    ``kv_cache_quant_algo``; passed in as ``cfg["hf_quant_config"]``) and ``torch_dtype``.
+    A method spectune does not price is refused (ValueError naming the field)."""
     torch_dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     base = "fp16" if torch_dtype == "float16" else "bf16"
-    weights = experts = base
+    weights = experts = kv = base
     q = cfg.get("quantization_config") or {}
+    if not isinstance(q, Mapping):
+        raise ValueError(f"quantization_config: expected a mapping, got {q!r}")
     method = str(q.get("quant_method", "")).lower()
-    if method == "fp8" or q.get("fmt") == "e4m3":
+    if method and method not in _QUANT_METHODS:
+        raise ValueError(f"quantization_config.quant_method {method!r} is not modelled; "
+                         f"known: {', '.join(_QUANT_METHODS)} (or set the model's dtypes)")
+    if method in ("fp8", "fbgemm_fp8") or q.get("fmt") == "e4m3":
         weights = experts = "fp8"
     elif method == "mxfp4":
         experts = "mxfp4"  # gpt-oss: attention, router, embeddings and head stay bf16
     elif method in ("nvfp4", "modelopt_fp4"):
         weights = experts = "nvfp4"
+    elif method == "modelopt":
+        weights = experts = _modelopt_dtype(str(q.get("quant_algo", "")),
+                                            "quantization_config.quant_algo")
+        if str(q.get("kv_cache_quant_algo") or "").upper() == "FP8":
+            kv = "fp8"
+    elif method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
+        weights = experts = _bits_dtype(int(q.get("bits") or q.get("w_bit") or 4), "int",
+                                        "quantization_config.bits")
+    elif method == "compressed-tensors":
+        groups = q.get("config_groups") or {}
+        w = next((g.get("weights") or {} for g in groups.values() if isinstance(g, dict)), {})
+        weights = experts = _bits_dtype(int(w.get("num_bits") or 8), str(w.get("type") or "int"),
+                                        "quantization_config.config_groups.*.weights")
+        kvs = q.get("kv_cache_scheme") or {}
+        if kvs and int(kvs.get("num_bits") or 16) == 8:
+            kv = "fp8"
+    hq = cfg.get("hf_quant_config") or {}
+    mo = hq.get("quantization") if isinstance(hq, Mapping) else None
+    if not isinstance(mo, Mapping):
+        mo = {}
+    if mo.get("quant_algo"):
+        weights = experts = _modelopt_dtype(str(mo["quant_algo"]),
+                                            "hf_quant_config.json: quantization.quant_algo")
+    if str(mo.get("kv_cache_quant_algo") or "").upper() == "FP8":
+        kv = "fp8"
     if str(cfg.get("expert_dtype", "")).lower() in ("fp4", "mxfp4"):
         experts = "mxfp4"  # DeepSeek-V4: experts natively MXFP4 (seed 000)
-    return {"weights": weights, "experts": experts, "kv_cache": base, "lm_head": base,
+    return {"weights": weights, "experts": experts, "kv_cache": kv, "lm_head": base,
             "activations": "bf16"}
 
 
@@ -59,6 +126,18 @@ def _mla(cfg: Mapping[str, Any], h: int, n_h: int) -> Attention:
     return Attention("mla", n_h, 1, nope + rope, proj, kv_lora_rank=d_c, rope_dim=rope)
 
 
+def _dsa(cfg: Mapping[str, Any], h: int, mla: Attention) -> Attention:
+    """DeepSeek-V3.2 sparse attention: MLA plus a lightning indexer of ``index_n_heads`` x
+    ``index_head_dim`` (wq_b q_lora -> heads*dim, wk h -> dim, weights_proj h -> heads) that
+    picks ``index_topk`` positions per query (deepseek-ai/DeepSeek-V3.2-Exp inference/model.py)."""
+    heads = int(_req(cfg, "index_n_heads"))
+    dim = int(_req(cfg, "index_head_dim"))
+    q_lora = int(cfg.get("q_lora_rank") or h)
+    idx_proj = q_lora * heads * dim + h * dim + h * heads
+    return replace(mla, kind="dsa", proj_params=mla.proj_params + idx_proj,
+                   index_topk=int(cfg["index_topk"]), index_n_heads=heads, index_head_dim=dim)
+
+
 def _moe(cfg: Mapping[str, Any]) -> MoE:
     n_exp = int(_req(cfg, "n_routed_experts", "num_experts", "num_local_experts"))
     top_k = int(_req(cfg, "num_experts_per_tok", "experts_per_token"))
@@ -67,6 +146,8 @@ def _moe(cfg: Mapping[str, Any]) -> MoE:
     shared_inter = int(cfg.get("shared_expert_intermediate_size") or 0)
     if shared_inter and not n_shared:
         n_shared = 1  # Qwen2-MoE: one shared expert of its own width
+    if str(cfg.get("model_type", "")).startswith("llama4") and not n_shared:
+        n_shared = 1  # Llama-4: one always-on shared expert as wide as a routed one
     return MoE(n_exp, top_k, inter, n_shared, shared_inter or inter)
 
 
@@ -115,12 +196,102 @@ def _v4_layers(cfg: Mapping[str, Any], h: int, n_h: int, ffn: MoE) -> tuple[Laye
     return tuple(groups)
 
 
+#: config.json fields that change the cost of a step and that spectune does not model:
+#: refused (ValueError naming the field), never silently ignored.
+UNMODELLED = {
+    "hybrid_override_pattern": "Nemotron-H's Mamba/attention/MLP layer pattern",
+    "attn_layer_period": "Jamba's Mamba/attention interleave",
+    "layers_block_type": "a hybrid Mamba/attention stack",
+    "cross_attention_layers": "cross-attention layers (Mllama)",
+    "ssm_state_size": "Mamba state-space layers",
+}
+#: Families whose config.json fields spectune reads; another ``model_type`` is priced from
+#: its sizes with a warning naming it (fields of its own that change the cost are unknown).
+KNOWN_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+                     "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_text",
+                     "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "kimi_k2",
+                     "glm4_moe", "glm4_moe_lite", "gpt_oss", "llama4", "llama4_text")
+LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
+
+
+def _state_dtype(cfg: Mapping[str, Any]) -> str:
+    raw = str(cfg.get("mamba_ssm_dtype") or "float32")
+    return {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(raw, "fp32")
+
+
+def _linear_attention(cfg: Mapping[str, Any], h: int) -> Attention:
+    """Gated DeltaNet (Qwen3-Next / Qwen3.5): projections in_proj_qkvz h -> 2*n_k*d_k +
+    2*n_v*d_v, in_proj_ba h -> 2*n_v, a depthwise conv over q/k/v of ``linear_conv_kernel_dim``
+    taps and out_proj n_v*d_v -> h (transformers ``Qwen3NextGatedDeltaNet``)."""
+    n_k = int(_req(cfg, "linear_num_key_heads"))
+    n_v = int(_req(cfg, "linear_num_value_heads"))
+    d_k = int(_req(cfg, "linear_key_head_dim"))
+    d_v = int(_req(cfg, "linear_value_head_dim"))
+    kernel = int(cfg.get("linear_conv_kernel_dim") or 4)
+    conv_dim = 2 * n_k * d_k + n_v * d_v
+    proj = h * (2 * n_k * d_k + 2 * n_v * d_v) + h * 2 * n_v + conv_dim * kernel + n_v * d_v * h
+    return Attention("linear", n_v, n_k, d_v, proj, key_dim=d_k, conv_kernel=kernel,
+                     state_dtype=_state_dtype(cfg))
+
+
+def _layer_types(cfg: Mapping[str, Any], mtype: str, n_layers: int) -> list[str]:
+    """The attention kind of every layer, from ``layer_types`` or the fields that imply it
+    (Qwen3-Next ``full_attention_interval``; Llama-4 ``no_rope_layers`` / chunked attention
+    on 3 of every 4 layers; Mistral / Mixtral sliding window)."""
+    types = [str(t) for t in (cfg.get("layer_types") or [])]
+    if types:
+        if len(types) < n_layers:
+            raise ValueError(f"layer_types has {len(types)} entries for {n_layers} layers")
+        for i, t in enumerate(types[:n_layers]):
+            if t not in LAYER_TYPES:
+                raise ValueError(f"layer_types[{i}] = {t!r} is not modelled "
+                                 f"(known: {', '.join(LAYER_TYPES)})")
+        return types[:n_layers]
+    if cfg.get("full_attention_interval"):
+        k = int(cfg["full_attention_interval"])
+        return ["full_attention" if (i + 1) % k == 0 else "linear_attention"
+                for i in range(n_layers)]
+    if cfg.get("attention_chunk_size"):
+        # transformers Llama4TextConfig: no_rope_layers[i] = 1 (RoPE, chunked local
+        # attention) unless (i + 1) % 4 == 0 (NoPE, global attention).
+        rope = cfg.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(n_layers)]
+        return ["chunked_attention" if rope[i] else "full_attention" for i in range(n_layers)]
+    use_window = cfg.get("use_sliding_window", True) is not False and cfg.get("sliding_window")
+    if use_window and mtype in ("mistral", "mixtral"):
+        return ["sliding_attention"] * n_layers
+    return ["full_attention"] * n_layers
+
+
+def _moe_layers(cfg: Mapping[str, Any], n_layers: int) -> set[int]:
+    """Indices of the layers whose FFN is a mixture of experts."""
+    if cfg.get("moe_layers") is not None:  # Llama-4's explicit list
+        return {int(i) for i in cfg["moe_layers"]}
+    first_dense = int(cfg.get("first_k_dense_replace") or 0)
+    dense = set(range(min(first_dense, n_layers)))
+    dense |= {int(i) for i in (cfg.get("mlp_only_layers") or [])}
+    step = int(cfg.get("interleave_moe_layer_step") or cfg.get("decoder_sparse_step")
+               or cfg.get("moe_layer_freq") or 1)
+    if step > 1:
+        # Llama-4 / Qwen2-MoE: every step-th layer, counting from 1, is MoE.
+        dense |= {i for i in range(n_layers) if (i + 1) % step != 0}
+    return set(range(n_layers)) - dense
+
+
 def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
                          dtypes: Mapping[str, str] | None = None, source: str = "") -> Model:
     """A :class:`Model` from a ``config.json`` mapping; ``dtypes`` overrides the inferred
-    storage formats (keys ``weights``, ``experts``, ``kv_cache``, ``lm_head``, ``activations``)."""
+    storage formats (keys ``weights``, ``experts``, ``kv_cache``, ``lm_head``, ``activations``).
+
+    Fields that change the cost and are not modelled are refused (:data:`UNMODELLED`,
+    unknown ``layer_types``, unknown quantization methods) with a ValueError naming them."""
     if "text_config" in cfg and "hidden_size" not in cfg:
-        cfg = {**cfg["text_config"], "quantization_config": cfg.get("quantization_config")}
+        cfg = {**cfg["text_config"], "quantization_config": cfg.get("quantization_config"),
+               "hf_quant_config": cfg.get("hf_quant_config"),
+               "tie_word_embeddings": cfg["text_config"].get(
+                   "tie_word_embeddings", cfg.get("tie_word_embeddings"))}
+    for key, what in UNMODELLED.items():
+        if cfg.get(key) is not None:
+            raise ValueError(f"{key}: {what} is not modelled by spectune's cost model")
     arch = " ".join(cfg.get("architectures") or [])
     mtype = str(cfg.get("model_type", ""))
     h = int(_req(cfg, "hidden_size"))
@@ -138,34 +309,38 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
     else:
         if cfg.get("kv_lora_rank"):
             att = _mla(cfg, h, n_h)
+            if cfg.get("index_topk"):
+                att = _dsa(cfg, h, att)
         else:
             proj = _gqa_proj(h, n_h, n_kv, d, q_in=2 * h if eagle3 else None)
+            if cfg.get("attn_output_gate"):
+                proj += h * n_h * d  # Qwen3.5 / Qwen3-Next: q_proj also makes a sigmoid gate
             if eagle3:
                 proj += 3 * h * h  # EAGLE-3 fuses low/mid/high target features: fc 3h -> h
             att = Attention("gqa", n_h, n_kv, d, proj)
         if _is_moe(cfg):
             moe = _moe(cfg)
-            first_dense = int(cfg.get("first_k_dense_replace") or 0)
-            dense_inter = int(cfg.get("intermediate_size") or 0)
-            dense_layers = set(range(min(first_dense, n_layers)))
-            dense_layers |= {int(i) for i in (cfg.get("mlp_only_layers") or [])}
-            step = int(cfg.get("decoder_sparse_step") or cfg.get("moe_layer_freq") or 1)
-            if step > 1:
-                dense_layers |= {i for i in range(n_layers) if (i + 1) % step != 0}
-            ffns = [DenseFFN(dense_inter) if i in dense_layers else moe for i in range(n_layers)]
+            moe_at = _moe_layers(cfg, n_layers)
+            # Llama-4's dense layers are wider than its experts: intermediate_size_mlp.
+            dense_inter = int(cfg.get("intermediate_size_mlp") or cfg.get("intermediate_size") or 0)
+            ffns = [moe if i in moe_at else DenseFFN(dense_inter) for i in range(n_layers)]
         else:
             ffns = [DenseFFN(int(_req(cfg, "intermediate_size")))] * n_layers
-        layer_types = list(cfg.get("layer_types") or [])
+        types = _layer_types(cfg, mtype, n_layers)
         window = int(cfg.get("sliding_window") or 0)
-        use_window = cfg.get("use_sliding_window", True) is not False and window > 0
+        chunk = int(cfg.get("attention_chunk_size") or 0)
+        linear = _linear_attention(cfg, h) if "linear_attention" in types else None
         atts = []
-        for i in range(n_layers):
-            kind = layer_types[i] if i < len(layer_types) else ""
-            sliding = "sliding" in kind or (not layer_types and use_window and mtype in
-                                            ("mistral", "mixtral"))
-            atts.append(Attention("swa", att.n_heads, att.n_kv_heads, att.head_dim,
-                                  att.proj_params, att.kv_lora_rank, att.rope_dim, window)
-                        if sliding else att)
+        for kind in types:
+            if kind == "linear_attention" and linear is not None:
+                atts.append(linear)
+            elif kind in ("sliding_attention", "chunked_attention"):
+                # Chunked local attention (Llama-4) sees at most one chunk of keys: priced
+                # as a window of the chunk size (an upper bound; on average half a chunk).
+                w = chunk if kind == "chunked_attention" else window
+                atts.append(replace(att, kind="swa", window=w))
+            else:
+                atts.append(att)
         built: list[LayerGroup] = []
         for a, f in zip(atts, ffns, strict=False):
             if built and built[-1].attention == a and built[-1].ffn == f:
@@ -175,6 +350,11 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
         groups = tuple(built)
 
     head_vocab = int(cfg.get("draft_vocab_size") or 0) if eagle3 else 0
+    notes = []
+    if mtype and mtype not in KNOWN_MODEL_TYPES:
+        notes.append(f"model_type {mtype!r} is not a family spectune knows: priced as a plain "
+                     "transformer from its sizes; a field of its own that changes the cost is "
+                     "not modelled")
     return Model(
         name=name or str(cfg.get("_name_or_path") or mtype or "model"),
         hidden_size=h,
@@ -186,5 +366,23 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
         act_dtype=dt.get("activations", "bf16"),
         lm_head_dtype=dt["lm_head"],
         lm_head_vocab=head_vocab,
+        tied_embeddings=cfg.get("tie_word_embeddings") is True,
         source=source,
+        notes=tuple(notes),
     )
+
+
+def eagle_head(model: Model) -> Model:
+    """An EAGLE-1 / EAGLE-2 head: its decoder layer(s) plus the input map ``fc`` that fuses
+    the token embedding with the target's feature, 2*hidden -> hidden (SafeAILab/EAGLE
+    ``eagle/model/cnets.py``; vLLM ``model_executor/models/llama_eagle.py``: ReplicatedLinear
+    of input_size hidden_size * 2). The config.json of such a head is a plain
+    ``LlamaForCausalLM`` one, so the drafter kind says what it is. Priced with the first
+    layer's projections (a weight GEMM read once per pass)."""
+    h = model.hidden_size
+    first = model.layers[0]
+    att = replace(first.attention, proj_params=first.attention.proj_params + 2 * h * h)
+    groups = [LayerGroup(1, att, first.ffn)]
+    if first.count > 1:
+        groups.append(LayerGroup(first.count - 1, first.attention, first.ffn))
+    return replace(model, layers=(*groups, *model.layers[1:]))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-ATTENTION_KINDS = ("gqa", "mla", "hca", "csa", "swa")
+ATTENTION_KINDS = ("gqa", "mla", "hca", "csa", "dsa", "swa", "linear")
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,13 @@ class Attention:
                ``compress_ratio``-fold (128), plus an uncompressed local ``window``;
       ``csa``  DeepSeek-V4 compressed sparse attention: an indexer of ``index_n_heads`` x
                ``index_head_dim`` scores every position of the ``compress_ratio``-fold (4)
-               compressed context, then MLA over the top ``index_topk``, plus ``window``.
+               compressed context, then MLA over the top ``index_topk``, plus ``window``;
+      ``dsa``  DeepSeek-V3.2 sparse attention: the same indexer over the whole
+               (uncompressed) context, then MLA over the top ``index_topk`` positions;
+      ``linear`` linear attention (Qwen3-Next / Qwen3.5 gated DeltaNet): no KV cache, a
+               fixed recurrent state of ``n_heads`` (value heads) x ``key_dim`` x
+               ``head_dim`` (value dim) per sequence in ``state_dtype``, ``n_kv_heads``
+               key heads, and a causal conv of ``conv_kernel`` taps.
     ``proj_params`` counts the weights of the block's projections (q/k/v/o or MLA's low-rank
     q, kv and output maps), per layer, unsharded.
     """
@@ -44,6 +50,9 @@ class Attention:
     index_topk: int = 0
     index_n_heads: int = 0
     index_head_dim: int = 0
+    key_dim: int = 0
+    conv_kernel: int = 0
+    state_dtype: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.kind not in ATTENTION_KINDS:
@@ -147,8 +156,9 @@ class Model:
     ``expert_dtype`` of routed and shared experts, ``kv_dtype`` of the KV cache,
     ``act_dtype`` of activations and attention queries, ``lm_head_dtype`` of the output
     embedding. ``lm_head_vocab`` is the vocabulary the head scores (an EAGLE-3 head's
-    reduced draft vocabulary), defaulting to ``vocab_size``. ``routing`` prices the MoE
-    layers' distinct experts (uniform unless a profile says otherwise).
+    reduced draft vocabulary), defaulting to ``vocab_size``. ``tied_embeddings``: the head
+    is the input embedding (``tie_word_embeddings``): one tensor in memory. ``routing``
+    prices the MoE layers' distinct experts (uniform unless a profile says otherwise).
     """
 
     name: str
@@ -161,6 +171,7 @@ class Model:
     act_dtype: str = "bf16"
     lm_head_dtype: str = "bf16"
     lm_head_vocab: int = 0
+    tied_embeddings: bool = False
     source: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
     routing: Routing = UNIFORM
@@ -213,6 +224,12 @@ class Drafter:
     ``ngram``: prompt lookup, no accelerator work.
     ``cost_ratio``: the user states c = cost of one draft token / cost of a plain step.
     ``path`` is what the serving engine is told to load (a Hugging Face id or directory).
+    ``prompt_lookup_min`` / ``prompt_lookup_max`` (n-gram only): the shortest and longest
+    n-gram matched against earlier text (vLLM ``prompt_lookup_min/max``); they decide what
+    is drafted and hence the acceptance, so they travel into the emitted config. 0: unset.
+    ``topk`` / ``num_draft_tokens`` (model drafters): a draft tree as SGLang runs it
+    (``--speculative-eagle-topk`` branches kept per step, ``--speculative-num-draft-tokens``
+    verified per sequence); topk 1 is a chain (:mod:`spectune.tree`).
     """
 
     kind: str
@@ -220,6 +237,10 @@ class Drafter:
     model: Model | None = None
     cost_ratio: float = 0.0
     path: str = ""
+    prompt_lookup_min: int = 0
+    prompt_lookup_max: int = 0
+    topk: int = 1
+    num_draft_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in DRAFTER_KINDS:

@@ -12,10 +12,11 @@ from typing import Any
 
 from spectune.acceptance import Acceptance
 from spectune.cost import StepCost, marginal_cost, step_cost
-from spectune.deployment import NO_ENGINE, Deployment, Engine, Parallelism, Workload
+from spectune.deployment import NO_ENGINE, Deployment, Engine, Parallelism, Workload, parallelism_problem
 from spectune.envelope import Document
 from spectune.errors import InputError
 from spectune.hardware import GPU
+from spectune.memory import Memory, memory, parameter_counts
 from spectune.model import Drafter, Model
 
 
@@ -53,6 +54,9 @@ def resolve_target(profile: Deployment | str | None = None, *, gpu: GPU | str | 
         par = Parallelism(tp or base.tp, ep or base.ep, dp or base.dp)
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    problem = parallelism_problem(m, par)
+    if problem:
+        raise InputError(problem)
     eng: Engine | None
     if isinstance(engine, Engine):
         eng = engine
@@ -83,18 +87,29 @@ class PassCost:
     achieved: bool
     step: StepCost
     marginal: dict[str, float]
+    memory: Memory
+
+    @property
+    def feasible(self) -> bool:
+        """Whether weights, KV cache and the engine reserve fit in one GPU's memory."""
+        return bool(self.memory.feasible)
 
     @property
     def seconds(self) -> float:
         return float(self.step.seconds)
 
     def inputs(self) -> dict[str, Any]:
+        from spectune.documents import memory_doc
+
         t = self.target
+        total, active = parameter_counts(t.model)
         par = t.parallelism
         return {"gpu": t.gpu.name, "model": t.model.name, "batch": self.batch, "tokens": self.tokens,
                 "context": self.context, "parallelism": {"tp": par.tp, "ep": par.ep, "dp": par.dp},
                 "engine": t.engine.name if t.engine else None, "achieved": self.achieved,
-                "routing": t.model.routing.describe()}
+                "routing": t.model.routing.describe(),
+                "parameters_total": total, "parameters_active": active,
+                "memory": memory_doc(self.memory)}
 
     def to_dict(self) -> Document:
         """Kind ``StepCost``."""
@@ -108,7 +123,17 @@ def price_pass(target: Target, batch: int, tokens: int, context: int, *, achieve
     t = target
     c = step_cost(t.model, t.gpu, t.parallelism, t.engine, batch, tokens, context, achieved=achieved)
     r = marginal_cost(t.model, t.gpu, t.parallelism, t.engine, batch, tokens, context, achieved=achieved)
-    return PassCost(t, batch, tokens, context, achieved, c, {k: float(v) for k, v in r.items()})
+    mem = memory(t.model, target_drafter(t), t.gpu, t.parallelism, batch, context)
+    return PassCost(t, batch, tokens, context, achieved, c, {k: float(v) for k, v in r.items()}, mem)
+
+
+def target_drafter(target: Target) -> Drafter:
+    """The profile's drafter when the pass prices the profile's own model (its weights and
+    KV share the GPU), else none."""
+    dep = target.deployment
+    if dep is not None and target.model.name == dep.model.name:
+        return dep.drafter
+    return Drafter("ngram", "none")
 
 
 def speedup_deployment(target: Target, batch: int, context: int, *, drafter: Drafter | str | None = None,

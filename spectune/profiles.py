@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from spectune.acceptance import Acceptance
-from spectune.deployment import Deployment, Engine, Parallelism, Workload
+from spectune.deployment import Deployment, Engine, Parallelism, Workload, parallelism_problem
 from spectune.errors import InputError
 from spectune.hardware import DTYPE_BYTES, GPU, Kernels
-from spectune.hf_config import DTYPE_KEYS, model_from_hf_config
+from spectune.hf_config import DTYPE_KEYS, eagle_head, model_from_hf_config
 from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
 from spectune.model import DRAFTER_KINDS, UNIFORM, Drafter, Model, MoE, Routing
 
@@ -195,7 +195,7 @@ def builtin_path(kind: str, name: str, doc: Doc | None = None, path: KeyPath = (
     raise InputError(msg)
 
 
-GPU_KEYS = ("name", "aliases", "memory_gb", "hbm_bandwidth_tbps", "peak_tflops",
+GPU_KEYS = ("name", "aliases", "memory_gb", "memory_bytes", "hbm_bandwidth_tbps", "peak_tflops",
             "link_bandwidth_gbps", "link_latency_us", "achievable", "confidence", "notes",
             "kernels")
 #: ``kernels:`` keys of a GPU profile (spectune.hardware.Kernels); ``*_us`` are microseconds.
@@ -229,7 +229,10 @@ def gpu_from_mapping(doc: Doc, path: KeyPath, value: Any, key: str = "custom") -
     return GPU(
         key=key,
         name=str(v.get("name") or key),
-        memory_bytes=_number(doc, (*path, "memory_gb"), v["memory_gb"]) * 1e9,
+        # memory_bytes: the exact capacity where known (NVIDIA's "80 GB" is 80 GiB), else GB.
+        memory_bytes=(_number(doc, (*path, "memory_bytes"), v["memory_bytes"])
+                      if "memory_bytes" in v
+                      else _number(doc, (*path, "memory_gb"), v["memory_gb"]) * 1e9),
         hbm_bandwidth=_number(doc, (*path, "hbm_bandwidth_tbps"), v["hbm_bandwidth_tbps"]) * 1e12,
         peak_flops=flops,
         link_bandwidth=_number(doc, (*path, "link_bandwidth_gbps"), v["link_bandwidth_gbps"]) * 1e9,
@@ -354,6 +357,12 @@ def _read_config_json(doc: Doc, path: KeyPath, ref: str) -> dict[str, Any]:
         raise InputError(f"not valid JSON: {exc.msg}", str(f), exc.lineno) from None
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", str(f), 1)
+    quant = f.parent / "hf_quant_config.json"  # NVIDIA ModelOpt checkpoints keep it beside
+    if quant.is_file() and "hf_quant_config" not in data:
+        try:
+            data["hf_quant_config"] = json.loads(quant.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not valid JSON: {exc.msg}", str(quant), exc.lineno) from None
     return data
 
 
@@ -372,11 +381,22 @@ def model_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str = 
                               "(path to a config.json)")
     dtypes = _dtypes(doc, (*path, "dtypes"), v.get("dtypes"))
     try:
-        model = model_from_hf_config(cfg, str(v.get("name") or default_name), dtypes, doc.file)
+        model = _warned(model_from_hf_config(cfg, str(v.get("name") or default_name), dtypes,
+                                             doc.file))
     except (ValueError, TypeError, KeyError) as exc:
         raise doc.error(cfg_path, str(exc)) from None
     if "routing" in v:
         model = replace(model, routing=routing_from_value(doc, (*path, "routing"), v["routing"], model))
+    return model
+
+
+def _warned(model: Model) -> Model:
+    """Print the model's import warnings (fields priced approximately or not at all) on
+    stderr, naming the field; never silent."""
+    import sys
+
+    for note in model.notes:
+        print(f"spectune: warning: {model.source or model.name}: {note}", file=sys.stderr)
     return model
 
 
@@ -386,7 +406,7 @@ def load_model(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Model:
         d = doc or Doc(None, "<command line>")
         cfg = _read_config_json(d, path, ref)
         try:
-            return model_from_hf_config(cfg, Path(ref).parent.name or ref, None, ref)
+            return _warned(model_from_hf_config(cfg, Path(ref).parent.name or ref, None, ref))
         except (ValueError, TypeError, KeyError) as exc:
             raise InputError(str(exc), ref) from None
     f = builtin_path("models", ref, doc, path)
@@ -395,7 +415,8 @@ def load_model(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Model:
 
 
 DRAFTER_KEYS = ("name", "aliases", "kind", "target", "path", "dtypes", "hf_config", "config",
-                "model", "cost_ratio")
+                "model", "cost_ratio", "prompt_lookup_min", "prompt_lookup_max", "topk",
+                "num_draft_tokens")
 
 
 def drafter_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str = "") -> Drafter:
@@ -422,11 +443,38 @@ def drafter_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str 
         cost_ratio = _number(doc, (*path, "cost_ratio"), v["cost_ratio"], positive=False)
     if kind in ("draft_model", "eagle", "eagle3", "mtp") and model is None:
         raise doc.error(path, f"a {kind} drafter needs 'hf_config', 'config' or 'model'")
-    return Drafter(kind, name, model, cost_ratio, str(v.get("path") or ""))
+    if kind == "eagle" and model is not None:
+        model = eagle_head(model)
+    lo, hi, topk, n_draft = _drafting(doc, path, v, kind, model is not None)
+    return Drafter(kind, name, model, cost_ratio, str(v.get("path") or ""), lo, hi, topk, n_draft)
+
+
+def _drafting(doc: Doc, path: KeyPath, v: dict[str, Any], kind: str,
+              has_model: bool) -> tuple[int, int, int, int]:
+    """How the engine drafts: n-gram sizes (prompt_lookup_min, _max; one given sets both, as
+    vLLM does) and a draft tree (topk, num_draft_tokens) of a model drafter."""
+    lookup = {k: int(_number(doc, (*path, k), v[k], integer=True, lo=1, hi=64))
+              for k in ("prompt_lookup_min", "prompt_lookup_max") if k in v}
+    if lookup and kind != "ngram":
+        raise doc.error((*path, next(iter(lookup))), "prompt_lookup_min/max belong to an ngram drafter")
+    lo = lookup.get("prompt_lookup_min", lookup.get("prompt_lookup_max", 0))
+    hi = lookup.get("prompt_lookup_max", lo)
+    if lo > hi:
+        raise doc.error((*path, "prompt_lookup_min"),
+                        f"prompt_lookup_min = {lo} must be <= prompt_lookup_max = {hi}")
+    tree = {k: int(_number(doc, (*path, k), v[k], integer=True, lo=lo_, hi=hi_))
+            for k, lo_, hi_ in (("topk", 1, 16), ("num_draft_tokens", 2, 1024)) if k in v}
+    if tree and not has_model:
+        raise doc.error((*path, next(iter(tree))), "topk / num_draft_tokens describe a draft tree "
+                                                   "of a model drafter (eagle, eagle3, mtp)")
+    if "num_draft_tokens" in tree and tree.get("topk", 1) == 1:
+        raise doc.error((*path, "num_draft_tokens"), "num_draft_tokens needs topk > 1 (a chain "
+                                                     "verifies gamma + 1 tokens)")
+    return lo, hi, tree.get("topk", 1), tree.get("num_draft_tokens", 0)
 
 
 def load_drafter(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Drafter:
-    if ref in ("ngram", "none"):
+    if ref == "none":
         return Drafter("ngram", "ngram")
     f = builtin_path("drafters", ref, doc, path)
     d = read_doc(f)
@@ -502,6 +550,9 @@ def deployment_from_doc(doc: Doc) -> Deployment:
         par = Parallelism(**nums)
     except ValueError as exc:
         raise doc.error(("parallelism",), str(exc)) from None
+    problem = parallelism_problem(model, par)
+    if problem:
+        raise doc.error(("parallelism", problem[:2]), problem)
 
     eng_v = v.get("engine", "vllm")
     if isinstance(eng_v, dict) and "base" in eng_v:
@@ -509,6 +560,10 @@ def deployment_from_doc(doc: Doc) -> Deployment:
         engine = engine_from_mapping(doc, ("engine",), eng_v, base)
     else:
         engine = _resolve(doc, ("engine",), eng_v, load_engine, engine_from_mapping)
+    if drafter.topk > 1 and engine.name.lower().startswith("vllm"):
+        raise doc.error(("drafter",), f"a draft tree (topk = {drafter.topk}) runs on SGLang, not "
+                                      "vLLM (vLLM drafts chains only): set engine: sglang, or "
+                                      "topk 1")
 
     wl = _check_keys(doc, ("workload",), v["workload"], ("batch_sizes", "context_lengths"),
                      ("batch_sizes", "context_lengths"))

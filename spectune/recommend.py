@@ -16,7 +16,9 @@ from numpy.typing import NDArray
 from spectune.cost import step_cost
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment
+from spectune.memory import Memory, memory, require_weights_fit
 from spectune.speedup import SpeedupGrid, speedup_grid
+from spectune.tree import verify_width
 
 
 def choose(speedup: Array, tie_tolerance: float) -> NDArray[np.int64]:
@@ -29,7 +31,9 @@ def choose(speedup: Array, tie_tolerance: float) -> NDArray[np.int64]:
 @dataclass(frozen=True)
 class Recommendation:
     """gamma* and its predicted speedup per (batch, context), with the grid behind it and
-    the component that costs most in the chosen verify step (``limiter``)."""
+    the component that costs most in the chosen verify step (``limiter``). ``memory`` is the
+    per-GPU memory over (batch, context); a point where it exceeds the GPU is not
+    ``feasible`` and has no recommendation (its gamma* and speedup are not to be shown)."""
 
     deployment: Deployment
     grid: SpeedupGrid
@@ -37,9 +41,16 @@ class Recommendation:
     speedup_star: Array  # (nb, ns)
     limiter: NDArray[np.str_]  # (nb, ns)
     notes: tuple[str, ...]
+    memory: Memory
+
+    @property
+    def feasible(self) -> NDArray[np.bool_]:
+        return np.broadcast_to(self.memory.feasible, self.gamma_star.shape)
 
 
 def recommend(dep: Deployment) -> Recommendation:
+    """gamma* per operating point; InputError (exit 2) when the weights alone do not fit."""
+    require_weights_fit(dep.model, dep.drafter, dep.gpu, dep.parallelism)
     grid = speedup_grid(dep)
     sp = grid.speedup
     idx = choose(sp, dep.tie_tolerance)
@@ -50,15 +61,22 @@ def recommend(dep: Deployment) -> Recommendation:
     note = dep.acceptance.extrapolation_note(int(grid.gamma.max()))
     if note:
         notes.append(note)
-    return Recommendation(dep, grid, gamma_star, best, limiter, tuple(notes))
+    mem = memory(dep.model, dep.drafter, dep.gpu, dep.parallelism,
+                 grid.batch[:, None].astype(float), grid.context[None, :].astype(float))
+    n_out = int((~np.broadcast_to(mem.feasible, gamma_star.shape)).sum())
+    if n_out:
+        notes.append(f"{n_out} of {gamma_star.size} operating points do not fit in "
+                     f"{dep.gpu.name} memory (KV cache); they get no recommendation")
+    return Recommendation(dep, grid, gamma_star, best, limiter, tuple(notes), mem)
 
 
 def _limiters(dep: Deployment, grid: SpeedupGrid, gamma_star: NDArray[np.int64]) -> NDArray[np.str_]:
     """Name of the costliest component of the verify step at gamma* (one vectorised pass)."""
     B = grid.batch[:, None].astype(float)
     S = grid.context[None, :].astype(float)
-    T = gamma_star.astype(float) + 1
-    cost = step_cost(dep.model, dep.gpu, dep.parallelism, dep.engine, B, T, S)
+    T = verify_width(dep.drafter, gamma_star)
+    cost = step_cost(dep.model, dep.gpu, dep.parallelism, dep.engine, B, T, S,
+                     speculative=gamma_star > 0)
     names = list(cost.components)
     stack = np.stack([np.broadcast_to(c.seconds, T.shape) for c in cost.components.values()])
     draft = grid.draft[np.arange(len(grid.batch))[:, None], np.arange(len(grid.context))[None, :],

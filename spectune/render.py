@@ -130,7 +130,10 @@ def _recommendation_table(doc: Document, fmt: str) -> str:
         row: list[Any] = [b]
         for s in doc["context_lengths"]:
             p = points[(b, s)]
-            row.append(f"{p['gamma']}  {p['speedup']:.2f}x {_band(p)}" if p["speculate"] else "0  off")
+            if not p.get("feasible", True):
+                row.append("-")
+            else:
+                row.append(f"{p['gamma']}  {p['speedup']:.2f}x {_band(p)}" if p["speculate"] else "0  off")
         rows.append(row)
     headers = ["batch \\ context"] + [f"{s:,}" for s in doc["context_lengths"]]
     par = dep["parallelism"]
@@ -144,6 +147,12 @@ def _recommendation_table(doc: Document, fmt: str) -> str:
     legend = ("cell: gamma* and predicted throughput speedup over plain decode, with the range "
               f"that held {BAND_COVERAGE:.0%} of published measurements (docs/validation.md); "
               "'0  off' = speculation does not pay there")
+    out = [p for p in doc["points"] if not p.get("feasible", True)]
+    if out:
+        cap = out[0]["reason"].rsplit(", ", 1)[-1]
+        legend += (f"\n'-' = does not fit in GPU memory ({cap}): weights + KV cache of every "
+                   f"sequence + engine reserve exceed it, e.g. batch {out[0]['batch']} at "
+                   f"context {out[0]['context']:,} {out[0]['reason'].split(' (')[0]}")
     text = "\n".join(lines) + grid(rows, headers, fmt) + "\n" + legend + "\n"
     if "ragged" in doc:
         text += "\n" + _ragged_table(doc, fmt)
@@ -156,6 +165,8 @@ def _ragged_table(doc: Document, fmt: str) -> str:
     """recommend --ragged: the four depth policies per point (seed 003)."""
     rows = []
     for p in doc["points"]:
+        if "ragged" not in p:  # a point that does not fit in memory
+            continue
         r = p["ragged"]
         rows.append([p["batch"], f"{p['context']:,}", f"{r['homogeneous_gamma']}  {r['homogeneous']:.2f}x",
                      f"{r['gated']:.2f}x", f"{r['ragged']:.2f}x  (mean {r['mean_ragged_depth']:.1f})",
@@ -221,6 +232,14 @@ def _cost_table(doc: Document, fmt: str) -> str:
             f"MoE routing: {doc['routing']}\n\n")
     legend = ("\nr = d log C / d log tokens: 0 = an extra verified token is free, "
               "1 = it pays full price (seed 000)\n")
+    mem = doc.get("memory")
+    if mem:
+        legend += (f"memory per GPU: weights {mem['weights_gb']:.1f} + KV cache "
+                   f"{mem['kv_cache_gb']:.1f} + reserve {mem['reserve_gb']:.1f} = "
+                   f"{mem['total_gb']:.1f} GB of {mem['capacity_gb']:.1f} GB"
+                   f"{'' if mem['feasible'] else '  (DOES NOT FIT)'}; "
+                   f"{doc['parameters_total'] / 1e9:.1f} B parameters, "
+                   f"{doc['parameters_active'] / 1e9:.1f} B active per token\n")
     return head + grid(rows, ["component", "FLOPs", "bytes", "time", "share", "FLOP/B", "bound",
                               "r"], fmt) + legend
 

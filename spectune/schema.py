@@ -71,7 +71,8 @@ RECOMMENDATION = _doc("Recommendation", "spectune recommend",
         "name": STR,
         "gpu": _obj({"key": STR, "name": STR, "bandwidth_fraction": FRACTION,
                      "flops_fraction": FRACTION}),
-        "model": _obj({"name": STR, "params": NONNEG_INT, "weights": STR, "experts": STR,
+        "model": _obj({"name": STR, "params": NONNEG_INT, "parameters_total": NONNEG_INT,
+                       "parameters_active": NONNEG_INT, "weights": STR, "experts": STR,
                        "kv_cache": STR, "routing": STR}),
         "drafter": _obj({"kind": {"enum": ["draft_model", "eagle", "eagle3", "mtp", "ngram",
                                            "cost_ratio"]},
@@ -87,8 +88,11 @@ RECOMMENDATION = _doc("Recommendation", "spectune recommend",
     "gammas": _arr(NONNEG_INT, 1),
     "batch_sizes": _arr(POS_INT, 1),
     "context_lengths": _arr(NONNEG_INT, 1),
-    "points": _arr(_obj({
-        "batch": POS_INT, "context": NONNEG_INT, "gamma": NONNEG_INT, "speedup": NUM,
+    "memory": _obj({"weights_gb": NUM, "draft_weights_gb": NUM, "reserve_gb": NUM,
+                    "capacity_gb": NUM}, description="per-GPU memory, GB (1e9 bytes)"),
+    "points": _arr({"oneOf": [_obj({
+        "batch": POS_INT, "context": NONNEG_INT, "feasible": {"const": True},
+        "memory_gb": NUM, "gamma": NONNEG_INT, "speedup": NUM,
         "speedup_low": NUM, "speedup_high": NUM,
         "speculate": BOOL, "limiter": STR, "step_seconds": NUM, "plain_step_seconds": NUM,
         "speedups": _arr(NUM, 1),
@@ -99,8 +103,12 @@ RECOMMENDATION = _doc("Recommendation", "spectune recommend",
                                    "single gamma, a batch-wide gamma from live confidences, "
                                    "that gamma trimmed per sequence, free per-sequence depths, "
                                    "and perfect calibration (seed 003)"),
-    }, required=["batch", "context", "gamma", "speedup", "speculate", "limiter", "step_seconds",
-                 "plain_step_seconds", "speedups"]), 1),
+    }, required=["batch", "context", "feasible", "gamma", "speedup", "speculate", "limiter",
+                 "step_seconds", "plain_step_seconds", "speedups"]),
+        _obj({"batch": POS_INT, "context": NONNEG_INT, "feasible": {"const": False},
+              "reason": STR, "memory_gb": NUM},
+             required=["batch", "context", "feasible", "reason"],
+             description="an operating point that does not fit in GPU memory: no gamma")]}, 1),
     "notes": _arr(STR),
     "ragged": _obj({"rounds": STR, "note": STR}),
     "slo": _obj({
@@ -119,9 +127,13 @@ _COMPONENT = _obj({
     "bound": {"enum": ["compute", "memory", "fixed"]}, "marginal_cost": NUM,
     "share": NUM,
 })
+MEMORY = _obj({"weights_gb": NUM, "draft_weights_gb": NUM, "kv_cache_gb": NUM,
+               "draft_kv_cache_gb": NUM, "reserve_gb": NUM, "total_gb": NUM, "capacity_gb": NUM,
+               "feasible": BOOL}, description="per-GPU memory, GB (1e9 bytes)")
 _STEP_PROPS: dict[str, Schema] = {
     "gpu": STR, "model": STR, "batch": POS_INT, "tokens": POS_INT, "context": NONNEG_INT,
     "parallelism": PARALLELISM, "engine": _nullable(STR), "achieved": BOOL, "routing": STR,
+    "parameters_total": NONNEG_INT, "parameters_active": NONNEG_INT, "memory": MEMORY,
     "components": _arr(_COMPONENT, 1), "total_seconds": NUM, "marginal_cost": NUM,
 }
 STEP_COST = _doc("StepCost", "spectune cost (one --batch)",

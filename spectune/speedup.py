@@ -15,6 +15,8 @@ from numpy.typing import ArrayLike, NDArray
 from spectune.cost import draft_cost, step_cost
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment, Workload
+from spectune.tree import expected_tokens as tree_expected_tokens
+from spectune.tree import verify_width
 
 
 def closed_form(alpha: ArrayLike, gamma: ArrayLike, draft_cost_ratio: ArrayLike) -> Array:
@@ -58,12 +60,13 @@ def speedup_grid(dep: Deployment, batch: ArrayLike | None = None,
     S = s[None, :, None].astype(float)
     G = g[None, None, :].astype(float)
     args = (dep.model, dep.gpu, dep.parallelism, dep.engine)
-    verify = step_cost(*args, B, G + 1, S, achieved=achieved).seconds
+    T = verify_width(dep.drafter, G)  # gamma + 1, or a tree's num_draft_tokens
+    verify = step_cost(*args, B, T, S, achieved=achieved, speculative=G > 0).seconds
     verify = np.broadcast_to(verify, (len(b), len(s), len(g)))
     c0 = verify[..., 0]
     draft = draft_cost(dep.drafter, dep.gpu, dep.parallelism, dep.engine, B, G, S,
                        c0[..., None], achieved=achieved)
-    m = dep.acceptance.expected_tokens(g)
+    m = tree_expected_tokens(dep.acceptance, dep.drafter, g)
     return SpeedupGrid(b, s, g, m, c0, verify, np.broadcast_to(draft, verify.shape))
 
 

@@ -49,7 +49,15 @@ def test_recommend_json_schema_shape(runner: CliRunner, prof: Path) -> None:
     doc = json.loads(res.stdout)
     assert doc["apiVersion"] == "spectune/v1" and doc["kind"] == "Recommendation"
     assert len(doc["points"]) == 6
+    # 16 sequences of 32k tokens need 16 * 32768 * 128 KiB = 69 GB of KV cache for an 8B
+    # model (32 layers x 8 KV heads x 128 x 2 x 2 B per token), beside 16 GB of weights:
+    # not on 80 GB.
+    out = [p for p in doc["points"] if not p["feasible"]]
+    assert [(p["batch"], p["context"]) for p in out] == [(16, 32768), (256, 32768)]
+    assert "gamma" not in out[0] and "speedup" not in out[0] and "GB" in out[0]["reason"]
     for p in doc["points"]:
+        if not p["feasible"]:
+            continue
         assert len(p["speedups"]) == len(doc["gammas"])
         assert p["speedups"][0] == 1.0  # gamma = 0 is plain decode
         assert p["speedup"] == pytest.approx(p["speedups"][p["gamma"]], rel=1e-3)

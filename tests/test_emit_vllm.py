@@ -80,6 +80,7 @@ for name, case in cases.items():
         res["method"] = sc.method
         res["num_speculative_tokens"] = sc.num_speculative_tokens
         res["dynamic"] = sc.uses_dynamic_speculative_decoding()
+        res["prompt_lookup"] = [sc.prompt_lookup_min, sc.prompt_lookup_max]
         if sc.num_speculative_tokens_per_batch_size:
             res["dense"] = build_dynamic_sd_schedule_lookup(
                 sc.num_speculative_tokens_per_batch_size, case["max_batch"], sc.num_speculative_tokens)
@@ -130,6 +131,8 @@ def test_vllm_accepts_every_emitted_form(vllm_python: str, tmp_path: Path) -> No
     specs: dict[str, tuple[dict[str, Any], str]] = {
         "ngram-schedule": ({"drafter": {"kind": "ngram"}, "acceptance": {"alpha": 0.6},
                             "workload": varying}, llama),
+        "ngram-lookup": ({"drafter": {"kind": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4},
+                          "acceptance": {"alpha": 0.6}}, llama),
         "eagle3-static": ({"drafter": {"kind": "eagle3", "path": eagle3, "hf_config": head},
                            "acceptance": {"alpha": 0.8}}, llama),
         "eagle3-schedule": ({"drafter": {"kind": "eagle3", "path": eagle3, "hf_config": head},
@@ -177,6 +180,8 @@ def test_vllm_accepts_every_emitted_form(vllm_python: str, tmp_path: Path) -> No
             for b in range(1, case["max_batch"] + 1):  # vLLM's lookup is spectune's lookup
                 assert dense[b] == lookup(ranges, b, spec["num_speculative_tokens"]), (name, b)
     assert results["parser"].endswith("cli_args.make_arg_parser")
+    # the n-gram sizes of the profile reach vLLM's own SpeculativeConfig (not its 5/5 default)
+    assert results["ngram-lookup"]["prompt_lookup"] == [2, 4]
     assert results["off"]["cli"] is None and json.loads(cases["off"]["json"]) is None
     assert "num_speculative_tokens_per_batch_size" in json.loads(cases["ngram-schedule"]["json"])
     assert "num_speculative_tokens_per_batch_size" in json.loads(cases["eagle3-schedule"]["json"])

@@ -41,7 +41,9 @@ def qwen36() -> Model:
 
 
 def test_uniform_routing_width_wins_and_moves_the_same_experts(qwen36: Model) -> None:
-    for alpha in (0.5, 0.9, 0.99):
+    # (near alpha = 1 depth can win even under uniform routing on this hybrid model: each
+    # sequence's linear-attention state is read once per step whatever its positions)
+    for alpha in (0.5, 0.9):
         wd = _wd(qwen36, alpha)
         assert wd.width.expert_bytes == pytest.approx(wd.depth.expert_bytes, rel=1e-12)
         assert wd.winner == "width"

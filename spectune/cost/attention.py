@@ -66,6 +66,27 @@ def gqa_core(n_heads: float, n_kv_heads: float, head_dim: int, b_kv: float, b_q:
     )
 
 
+def linear_core(att: Attention, model: Model, par: Parallelism, seqs: Array, T: Array) -> Work:
+    """Linear attention (gated DeltaNet) of ``seqs`` sequences x T tokens on one GPU: the
+    recurrent state S_h (key_dim x value_dim per value head) is read once and written once
+    per pass, whatever the context; each token updates and reads it, ~4 FLOP per state
+    element (decay + rank-1 update, then the query read-out; Yang et al. 2024, "Gated
+    Delta Networks", recurrent form). No KV grows with context."""
+    heads = att.n_heads / par.tp
+    elems = heads * att.key_dim * att.head_dim
+    state = elems * dtype_bytes(att.state_dtype)
+    zero = np.zeros_like(np.asarray(seqs, dtype=float) * T)
+    b_q = dtype_bytes(model.act_dtype)
+    qkv = (2 * att.n_kv_heads * att.key_dim + 2 * att.n_heads * att.head_dim) / par.tp
+    return Work(
+        flops=seqs * T * 4.0 * elems + zero,
+        weight_bytes=zero,
+        kv_bytes=seqs * 2.0 * state + zero,
+        act_bytes=seqs * T * qkv * b_q + zero,
+        dtype="bf16",
+    )
+
+
 def component_name(att: Attention) -> str:
     return f"attention-{att.kind}"
 
@@ -89,7 +110,16 @@ def attention_work(att: Attention, model: Model, par: Parallelism,
     window = np.minimum(S, att.window) if att.window else 0.0
 
     out: dict[str, Work] = {}
-    if att.kind == "csa":
+    if att.kind == "linear":
+        out[component_name(att)] = linear_core(att, model, par, seqs, T)
+        return out
+    if att.kind == "dsa":
+        # DeepSeek-V3.2: the indexer scores every cached position (fp8 keys), then MLA
+        # reads only the top index_topk (DeepSeek-V3.2-Exp tech report, "DSA").
+        out["indexer-dsa"] = latent_core(att.index_n_heads, att.index_head_dim, 0, 1.0, b_q,
+                                         seqs, T, S, score_only=True)
+        span = np.minimum(S, att.index_topk)
+    elif att.kind == "csa":
         compressed = S / att.compress_ratio
         # The indexer's own small cache is fp8 (seed 000: "one 128-wide key per token in
         # fp8"); its heads are kept whole on every tp rank (replicated weights).

@@ -33,7 +33,8 @@ def draft_cost(drafter: Drafter, gpu: GPU, par: Parallelism, engine: Engine | No
     assert drafter.model is not None
     first = step_cost(drafter.model, gpu, par, engine, B, g + 1, S, achieved=achieved,
                       speculative=False, role="draft", drafter_kind=drafter.kind).seconds
-    rest = step_cost(drafter.model, gpu, par, engine, B, 1.0, S, achieved=achieved,
+    # A tree (topk > 1) expands topk branches per sequence in every later pass.
+    rest = step_cost(drafter.model, gpu, par, engine, B, float(drafter.topk), S, achieved=achieved,
                      speculative=False, role="draft", drafter_kind=drafter.kind).seconds
     total = np.where(g >= 1, first + np.maximum(g - 1, 0) * rest, 0.0)
     return np.broadcast_to(total, shape).copy()

@@ -26,7 +26,8 @@ from spectune.model import Model, MoE
 
 #: Display order of components.
 ORDER = ("attn-proj", "attention-gqa", "attention-swa", "attention-mla", "attention-hca",
-         "attention-csa", "indexer-csa", "dense-ffn", "moe", "lm-head", "comm", "overhead")
+         "attention-csa", "indexer-csa", "attention-dsa", "indexer-dsa", "attention-linear",
+         "dense-ffn", "moe", "lm-head", "comm", "overhead")
 
 
 @dataclass(frozen=True)

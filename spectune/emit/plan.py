@@ -68,11 +68,14 @@ def per_batch_gamma(rec: Recommendation) -> list[tuple[int, int]]:
     tol = rec.deployment.tie_tolerance
     out = []
     for i, b in enumerate(grid.batch):
-        row = rec.gamma_star[i]
+        # Contexts whose KV cache does not fit have no recommendation: plan over the rest
+        # (all of them when none fits, so every declared batch size still gets a gamma).
+        fits = rec.feasible[i] if rec.feasible[i].any() else np.ones_like(rec.feasible[i])
+        row = rec.gamma_star[i][fits]
         if np.all(row == row[0]):
             g = int(row[0])
         else:
-            sp = grid.speedup[i]  # (contexts, gammas)
+            sp = grid.speedup[i][fits]  # (feasible contexts, gammas)
             g = int(grid.gamma[choose(np.where(_safe(sp), sp.mean(axis=0), -np.inf), tol)])
         out.append((int(b), g))
     return sorted(out)

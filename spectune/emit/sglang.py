@@ -11,7 +11,10 @@ test fixture ``tests/data/sglang_spec_args.json``.
 * ``--speculative-num-steps`` / ``--speculative-eagle-topk`` /
   ``--speculative-num-draft-tokens``: always all three. With num-steps unset SGLang
   asserts that the other two are unset too and picks its own defaults; with topk 1 it
-  forces num-draft-tokens = num-steps + 1. spectune emits gamma, 1, gamma + 1.
+  forces num-draft-tokens = num-steps + 1. spectune emits gamma, 1, gamma + 1 for a chain;
+  for a draft tree (drafter ``topk`` > 1, EAGLE-2) gamma, topk and the tree's verify width
+  (``num_draft_tokens``, capped by the candidates gamma steps can produce:
+  :func:`spectune.tree.verify_width`).
 * NGRAM sets eagle-topk from ``--speculative-ngram-max-bfs-breadth`` (default 10), so
   spectune also passes breadth 1 to keep one chain of gamma drafts.
 * ``--speculative-adaptive`` + ``--speculative-adaptive-config FILE``: a JSON object whose
@@ -36,6 +39,7 @@ from typing import Any
 from spectune.emit.plan import Plan, describe, make_plan
 from spectune.errors import InputError
 from spectune.recommend import Recommendation
+from spectune.tree import verify_width
 
 SGLANG_ALGORITHMS = {"draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3",
                      "mtp": "NEXTN", "ngram": "NGRAM"}
@@ -85,9 +89,12 @@ def sglang_settings(rec: Recommendation, weights: Mapping[int, float] | None = N
         return out
     k = plan.max_gamma
     adaptive = False
+    topk = dep.drafter.topk
     if plan.varies:
         why = None
-        if algo not in ADAPTIVE_ALGORITHMS:
+        if topk > 1:
+            why = f"SGLang's adaptive speculation needs --speculative-eagle-topk 1 (this tree has {topk})"
+        elif algo not in ADAPTIVE_ALGORITHMS:
             why = f"SGLang's adaptive speculation supports only EAGLE/EAGLE3/NEXTN, not {algo}"
         elif dp > 1:
             why = (f"SGLang disables adaptive speculation under attention DP (dp = {dp}): its "
@@ -110,8 +117,10 @@ def sglang_settings(rec: Recommendation, weights: Mapping[int, float] | None = N
     args = ["--speculative-algorithm", algo]
     if path:
         args += ["--speculative-draft-model-path", path]
-    args += ["--speculative-num-steps", str(k), "--speculative-eagle-topk", "1",
-             "--speculative-num-draft-tokens", str(k + 1)]
+    # A tree verifies num_draft_tokens per sequence (spectune.tree.verify_width); a chain k + 1.
+    width = int(verify_width(dep.drafter, k))
+    args += ["--speculative-num-steps", str(k), "--speculative-eagle-topk", str(topk),
+             "--speculative-num-draft-tokens", str(width)]
     if algo == "NGRAM":
         args += ["--speculative-ngram-max-bfs-breadth", "1"]
     if adaptive:

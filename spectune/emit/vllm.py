@@ -60,6 +60,10 @@ def vllm_speculative_config(rec: Recommendation, weights: Mapping[int, float] | 
         raise InputError(f"vLLM's {method!r} method needs the drafter's weights: set 'path' (the "
                          "Hugging Face id or directory vLLM loads) in the drafter profile",
                          key="drafter.path")
+    if dep.drafter.topk > 1:
+        raise InputError(f"vLLM drafts chains only (no tree: topk = {dep.drafter.topk}); emit for "
+                         "SGLang (--emit sglang), or describe the drafter with topk 1",
+                         key="drafter.topk")
     plan = plan or make_plan(rec, weights)
     notes: list[str] = []
     if plan.max_gamma == 0:
@@ -89,6 +93,11 @@ def vllm_speculative_config(rec: Recommendation, weights: Mapping[int, float] | 
     if path and method != "ngram":
         cfg["model"] = path
     cfg["num_speculative_tokens"] = k
+    if method == "ngram" and dep.drafter.prompt_lookup_max:
+        # The n-gram sizes the acceptance was measured with (vLLM defaults both to 5 when
+        # unset: vllm/config/speculative.py, SpeculativeConfig.__post_init__).
+        cfg["prompt_lookup_min"] = dep.drafter.prompt_lookup_min
+        cfg["prompt_lookup_max"] = dep.drafter.prompt_lookup_max
     if schedule is not None:
         cfg["num_speculative_tokens_per_batch_size"] = schedule
     return cfg, notes
