@@ -173,12 +173,13 @@ def _setup(profile: str | None, gpu: str | None, model: str | None, tp: int | No
     return dep, g, m, par, eng
 
 
-def warn_if_too_big(model: Any, drafter: Any, gpu: Any, par: Any, batch: int, context: int) -> Any:
+def warn_if_too_big(model: Any, drafter: Any, gpu: Any, par: Any, batch: int, context: int,
+                    spec_tokens: int) -> Any:
     """The per-GPU memory of one operating point; a warning on stderr when it does not fit.
     The step is still priced: studying a GPU's roofline beyond what it holds is legitimate."""
     from spectune.memory import infeasible_reason, memory
 
-    mem = memory(model, drafter, gpu, par, batch, context)
+    mem = memory(model, drafter, gpu, par, batch, context, spec_tokens)
     if not bool(mem.feasible):
         click.echo(f"spectune: warning: batch {batch} at context {context:,} does not fit in "
                    f"memory: {infeasible_reason(mem, ())}", err=True)
@@ -234,7 +235,7 @@ def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None
     for batch in batches:
         c = step_cost(m, g, par, eng, batch, tokens, context, achieved=not peak)
         r = marginal_cost(m, g, par, eng, batch, tokens, context, achieved=not peak)
-        mem = warn_if_too_big(m, drafter, g, par, batch, context)
+        mem = warn_if_too_big(m, drafter, g, par, batch, context, tokens - 1)
         inputs = {"gpu": g.name, "model": m.name, "batch": batch, "tokens": tokens,
                   "context": context, "parallelism": {"tp": par.tp, "ep": par.ep, "dp": par.dp},
                   "engine": eng.name if eng else None, "achieved": not peak,
@@ -296,7 +297,7 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | N
     else:
         raise InputError("give --alpha (or a --profile with acceptance)")
     target = Deployment("cli", g, m, d, par, eng or NO_ENGINE, Workload((batch,), (context,)), acc)
-    warn_if_too_big(m, d, g, par, batch, context)
+    warn_if_too_big(m, d, g, par, batch, context, gamma)
     emit(point_speedup_doc(target, batch, context, gamma, point_speedup(target, batch, context, gamma)), fmt)
 
 
