@@ -37,6 +37,7 @@ from spectune.envelope import Document, envelope
 from spectune.errors import EXIT_GATE_FAILED, EXIT_OK, InputError
 from spectune.profiles import read_text
 from spectune.recommend import Recommendation, recommend
+from spectune.tree import verify_width
 from spectune.version import __version__
 
 DEFAULT_TOLERANCE = 0.03
@@ -841,6 +842,12 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
     if conf.sglang and conf.sglang.get("eagle_topk") == dep.drafter.topk > 1:
         # the profile describes this tree: it is priced as one
         warnings = [w for w in warnings if "drafts a tree" not in w]
+        n_draft, steps = conf.sglang.get("num_draft_tokens"), conf.sglang.get("num_steps")
+        width = int(verify_width(dep.drafter, steps)) if steps else None
+        if n_draft is not None and width is not None and n_draft != width:
+            warnings.append(f"--speculative-num-draft-tokens {n_draft} differs from the profile's "
+                            f"tree ({width} verified tokens at {steps} steps): the prediction "
+                            "assumes the profile's")
     notes = list(rec.notes)
     batches = [int(b) for b in rec.grid.batch]
     gmax = conf.max_gamma(batches)

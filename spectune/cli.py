@@ -335,8 +335,8 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | N
                                 alpha=alpha)
     from spectune.memory import memory
 
-    warn_if_too_big(memory(target.model, target.drafter, target.gpu, target.parallelism, batch, context),
-                    batch, context)
+    warn_if_too_big(memory(target.model, target.drafter, target.gpu, target.parallelism, batch, context,
+                           gamma), batch, context)
     emit(point_speedup_doc(target, batch, context, gamma, point_speedup(target, batch, context, gamma)), fmt)
 
 

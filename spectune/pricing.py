@@ -123,7 +123,7 @@ def price_pass(target: Target, batch: int, tokens: int, context: int, *, achieve
     t = target
     c = step_cost(t.model, t.gpu, t.parallelism, t.engine, batch, tokens, context, achieved=achieved)
     r = marginal_cost(t.model, t.gpu, t.parallelism, t.engine, batch, tokens, context, achieved=achieved)
-    mem = memory(t.model, target_drafter(t), t.gpu, t.parallelism, batch, context)
+    mem = memory(t.model, target_drafter(t), t.gpu, t.parallelism, batch, context, tokens - 1)
     return PassCost(t, batch, tokens, context, achieved, c, {k: float(v) for k, v in r.items()}, mem)
 
 

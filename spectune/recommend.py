@@ -61,8 +61,10 @@ def recommend(dep: Deployment) -> Recommendation:
     note = dep.acceptance.extrapolation_note(int(grid.gamma.max()))
     if note:
         notes.append(note)
+    # The engine sizes per-draft-position state (linear attention) by its largest gamma.
     mem = memory(dep.model, dep.drafter, dep.gpu, dep.parallelism,
-                 grid.batch[:, None].astype(float), grid.context[None, :].astype(float))
+                 grid.batch[:, None].astype(float), grid.context[None, :].astype(float),
+                 int(gamma_star.max()))
     n_out = int((~np.broadcast_to(mem.feasible, gamma_star.shape)).sum())
     if n_out:
         notes.append(f"{n_out} of {gamma_star.size} operating points do not fit in "

@@ -170,3 +170,15 @@ def test_a_tree_on_vllm_is_refused(runner: CliRunner, tmp_path: Path) -> None:
     f.write_text(yaml.safe_dump({**TREE_PROFILE, "engine": "vllm"}))
     res = runner.invoke(cli, ["recommend", str(f)])
     assert res.exit_code == 2 and "drafter" in res.stderr and "SGLang" in res.stderr
+
+
+def test_check_warns_when_the_configured_tree_differs(runner: CliRunner, tmp_path: Path) -> None:
+    f = tmp_path / "tree.yaml"
+    f.write_text(yaml.safe_dump(TREE_PROFILE))
+    serve = tmp_path / "serve.sh"
+    serve.write_text("python -m sglang.launch_server --model-path m --speculative-algorithm EAGLE "
+                     "--speculative-draft-model-path yuhuili/EAGLE-LLaMA3.1-Instruct-8B "
+                     "--speculative-num-steps 3 --speculative-eagle-topk 4 "
+                     "--speculative-num-draft-tokens 16\n")
+    doc = json.loads(runner.invoke(cli, ["check", str(serve), "--profile", str(f), "-o", "json"]).stdout)
+    assert any("num-draft-tokens 16" in w and "8 verified" in w for w in doc["warnings"])

@@ -227,3 +227,14 @@ def test_documents_with_points_that_do_not_fit_validate(runner: CliRunner) -> No
     cost = json.loads(runner.invoke(cli, ["cost", "--gpu", "h100-sxm", "--model", "llama-3.1-70b",
                                           "--batch", "1", "--context", "8", "-o", "json"]).stdout)
     jsonschema.validate(cost, SCHEMAS["StepCost"])
+
+
+def test_linear_attention_keeps_a_state_per_draft_position() -> None:
+    m = model("Qwen3.5-35B-A3B")
+    par = Parallelism(1)
+    plain = cache_bytes_per_sequence(m, par, 0)
+    # vLLM keeps 1 + num_speculative_tokens state slots per request (num_speculative_blocks)
+    assert cache_bytes_per_sequence(m, par, 0, spec_tokens=3) == pytest.approx(4 * plain)
+    full = model("Llama-3.1-8B")  # no linear layers: nothing changes
+    assert cache_bytes_per_sequence(full, par, 4096, spec_tokens=3) == pytest.approx(
+        cache_bytes_per_sequence(full, par, 4096))

@@ -222,3 +222,13 @@ def test_malformed_quantization_config_exits_2(tmp_path: Path, runner: CliRunner
     res = runner.invoke(cli, ["cost", "--gpu", "h100-sxm", "--model", str(f), "--batch", "1",
                               "--context", "1"])
     assert res.exit_code == 2 and "quantization_config" in res.stderr and "Traceback" not in res.output
+
+
+def test_linear_attention_reads_its_state_once_and_writes_one_per_token() -> None:
+    m = model_from_hf_config(cfg("Qwen3.5-35B-A3B"))
+    gpu = load_gpu("h100-sxm")
+    att = next(g.attention for g in m.layers if g.attention.kind == "linear")
+    state = att.n_heads * att.key_dim * att.head_dim * 4  # fp32, tp 1
+    for T in (1, 4):
+        w = step_cost(m, gpu, Parallelism(1), None, 8, T, 4096).works["attention-linear"]
+        assert float(w.kv_bytes) == pytest.approx(30 * 8 * (1 + T) * state)

