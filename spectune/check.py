@@ -35,12 +35,14 @@ from spectune import __version__
 from spectune.deployment import Deployment
 from spectune.emit.plan import Range, lookup, per_batch_gamma
 from spectune.errors import EXIT_GATE_FAILED, EXIT_OK, InputError
+from spectune.inputs import input_file_problem, json_document, read_input, yaml_documents
+from spectune.limits import DEFAULT_CHECK_TOLERANCE, MAX_GAMMA
 from spectune.profiles import read_text
 from spectune.recommend import Recommendation, recommend
 from spectune.render import Document, envelope
 
-DEFAULT_TOLERANCE = 0.03
-GAMMA_LIMIT = 64  # largest draft length evaluated (as `recommend --gamma-max` and profiles' gamma_max)
+DEFAULT_TOLERANCE = DEFAULT_CHECK_TOLERANCE
+GAMMA_LIMIT = MAX_GAMMA  # largest draft length evaluated (as `recommend --gamma-max` and profiles' gamma_max)
 
 # SGLang's DEFAULT_ADAPTIVE_CONFIG (python/sglang/srt/speculative/adaptive_spec_params.py,
 # sglang 0.5.23): used when --speculative-adaptive is given without a config file.
@@ -95,19 +97,8 @@ def read_serving_config(path: str) -> Configured:
 
 
 def _yaml_docs(text: str, file: str) -> list[tuple[Any, yaml.Node]]:
-    loader = yaml.SafeLoader(text)
-    docs = []
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            docs.append((loader.construct_document(node), node))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"not valid YAML: {problem}", file, mark.line + 1 if mark else None) from None
-    finally:
-        loader.dispose()
-    return [(d, n) for d, n in docs if d is not None and n is not None]
+    """The non-empty documents of a YAML stream, through the bounded loader."""
+    return yaml_documents(text, file)
 
 
 def _child(node: yaml.Node | None, key: str | int) -> yaml.Node | None:
@@ -328,6 +319,15 @@ def _from_kubernetes(docs: list[tuple[Any, yaml.Node]], file: str) -> Configured
     for data, node in docs:
         for c, cnode in _containers(data, node):
             name = str(c.get("name") or "?")
+            for key in ("command", "args", "env"):
+                if c.get(key) is not None and not isinstance(c[key], list):
+                    raise InputError(f"container {name!r}: {key} must be a list, got "
+                                     f"{type(c[key]).__name__}", file, _line(_child(cnode, key)), key)
+            for key in ("command", "args"):
+                bad = [x for x in c.get(key) or [] if isinstance(x, (dict, list))]
+                if bad:
+                    raise InputError(f"container {name!r}: {key} must be a list of strings", file,
+                                     _line(_child(cnode, key)), key)
             command = [str(x) for x in (c.get("command") or [])]
             args = [str(x) for x in (c.get("args") or [])]
             env = {str(e["name"]): str(e["value"]) for e in (c.get("env") or [])
@@ -423,9 +423,9 @@ def _vllm_from_args(conf: Configured, args: list[str], folder: Path) -> None:
         opt = _norm_opt(opt) if opt.startswith("--") else opt
         if opt == "--config" and val is not None:
             cfg_path = Path(val) if Path(val).is_absolute() else folder / val
-            try:
-                docs = _yaml_docs(cfg_path.read_text(encoding="utf-8"), str(cfg_path))
-            except OSError:
+            if input_file_problem(str(cfg_path)) is None:
+                docs = _yaml_docs(read_input(str(cfg_path)), str(cfg_path))
+            else:
                 conf.warnings.append(f"cannot read the --config file {val} (looked at {cfg_path}); "
                                      "checked the command line alone")
                 continue
@@ -700,13 +700,10 @@ def _sglang_adaptive(path: str | None, folder: Path,
         return {int(k): v for k, v in SGLANG_DEFAULT_ADAPTIVE.items()}, (
             "--speculative-adaptive without a config: SGLang's built-in candidates are evaluated")
     p = Path(path) if Path(path).is_absolute() else folder / path
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError:
+    if input_file_problem(str(p)) is not None:
         return None, (f"cannot read the adaptive config {path} (looked at {p}); the static "
                       "--speculative-num-steps is evaluated")
-    except json.JSONDecodeError as exc:
-        raise InputError(f"adaptive config is not valid JSON: {exc.msg}", str(p), exc.lineno) from None
+    data = json_document(read_input(str(p)), str(p))
     if not isinstance(data, dict):
         raise InputError("the adaptive config must be a JSON object", str(p), 1)
     out: dict[int, list[int]] = {}
@@ -893,7 +890,7 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
                 worst = {"batch": int(b), "context": int(s), "shortfall": shortfall}
     assert worst is not None
     worst["shortfall"] = sig(worst["shortfall"], 4)
-    exit_code = EXIT_GATE_FAILED if failing else EXIT_OK
+    exit_code = int(EXIT_GATE_FAILED if failing else EXIT_OK)
     n = len(points)
     if failing:
         slow = sum(p["slows_down"] for p in points)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -22,7 +21,24 @@ from spectune.deployment import Deployment, Engine, Parallelism, Workload
 from spectune.errors import InputError
 from spectune.hardware import DTYPE_BYTES, GPU
 from spectune.hf_config import DTYPE_KEYS, model_from_hf_config
-from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
+from spectune.inputs import json_document, number_problem, read_input, yaml_document
+from spectune.limits import (
+    BANDWIDTH_TBPS,
+    COST_RATIO,
+    DEFAULT_GAMMA_MAX,
+    DEFAULT_TIE_TOLERANCE,
+    FRACTION,
+    LINK_GBPS,
+    LINK_LATENCY_US,
+    MAX_BATCH,
+    MAX_CONTEXT,
+    MAX_GAMMA,
+    MAX_GPUS,
+    MAX_TIE_TOLERANCE,
+    MEMORY_GB,
+    OVERHEAD_US,
+    PEAK_TFLOPS,
+)
 from spectune.model import DRAFTER_KINDS, Drafter, Model
 
 KINDS = ("gpus", "models", "drafters", "engines")
@@ -74,20 +90,9 @@ def _walk(node: Any, path: KeyPath, lines: dict[KeyPath, int]) -> None:
 
 
 def parse_yaml(text: str, file: str) -> Doc:
-    """Parse YAML text, keeping the line of each key. Syntax errors become InputError."""
-    import yaml
-
-    # libyaml's C parser when the wheel has it: 5-10x faster on large config.json blocks.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
-    try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(f"not valid YAML: {problem}", file, mark.line + 1 if mark else None) from None
-    finally:
-        loader.dispose()
+    """Parse YAML text (bounded and checked by :mod:`spectune.inputs`), keeping the line of
+    each key. Every problem becomes InputError."""
+    data, node = yaml_document(text, file)
     lines: dict[KeyPath, int] = {}
     if node is not None:
         _walk(node, (), lines)
@@ -95,14 +100,9 @@ def parse_yaml(text: str, file: str) -> Doc:
 
 
 def read_text(path: str | Path) -> str:
-    """The UTF-8 text of ``path``; InputError (exit 2) naming ``path`` as given when it is
-    missing or unreadable."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
+    """The UTF-8 text of ``path`` (``-``: stdin), bounded; InputError (exit 2) naming ``path``
+    as given when it is missing, unreadable, not a regular file, too large or not UTF-8."""
+    return read_input(str(path))
 
 
 def read_doc(path: Path) -> Doc:
@@ -117,6 +117,7 @@ def _check_keys(doc: Doc, path: KeyPath, value: Any, allowed: tuple[str, ...],
                               f"got {type(value).__name__}")
     for key in value:
         if key not in allowed:
+            key = str(key)
             close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.5)
             hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(allowed)}"
             raise doc.error((*path, key), f"unknown key {key!r}{hint}")
@@ -127,15 +128,15 @@ def _check_keys(doc: Doc, path: KeyPath, value: Any, allowed: tuple[str, ...],
 
 
 def _number(doc: Doc, path: KeyPath, value: Any, *, positive: bool = True, integer: bool = False,
-            lo: float | None = None, hi: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise doc.error(path, f"expected a {'whole ' if integer else ''}number, got {value!r}")
-    if integer and int(value) != value:
-        raise doc.error(path, f"expected a whole number, got {value!r}")
-    if positive and value <= 0:
-        raise doc.error(path, f"expected a number > 0, got {value!r}")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise doc.error(path, f"expected a number in [{lo}, {hi}], got {value!r}")
+            lo: float | None = None, hi: float | None = None,
+            bounds: tuple[float, float] | None = None) -> float:
+    """A finite number (whole with ``integer``; > 0 with ``positive``; in [lo, hi] or
+    ``bounds``, a (lo, hi) pair from :mod:`spectune.limits`)."""
+    if bounds is not None:
+        lo, hi = bounds
+    problem = number_problem(value, integer=integer, positive=positive, lo=lo, hi=hi)
+    if problem:
+        raise doc.error(path, problem)
     return float(value)
 
 
@@ -204,22 +205,24 @@ def gpu_from_mapping(doc: Doc, path: KeyPath, value: Any, key: str = "custom") -
                     ("memory_gb", "hbm_bandwidth_tbps", "peak_tflops", "link_bandwidth_gbps"))
     peaks = _check_keys(doc, (*path, "peak_tflops"), v["peak_tflops"],
                         ("bf16", "fp16", "fp8", "fp4", "int8", "fp6", "bf16_fp16acc"))
-    flops = {k: _number(doc, (*path, "peak_tflops", k), x) * 1e12
+    flops = {k: _number(doc, (*path, "peak_tflops", k), x, bounds=PEAK_TFLOPS) * 1e12
              for k, x in peaks.items() if x is not None}
     if "bf16" not in flops:
         raise doc.error((*path, "peak_tflops"), "expected at least a bf16 peak")
     ach = _check_keys(doc, (*path, "achievable"), v.get("achievable") or {},
                       ("bandwidth_fraction", "flops_fraction"))
-    fr = {k: _number(doc, (*path, "achievable", k), x, lo=0.01, hi=1.0) for k, x in ach.items()}
+    fr = {k: _number(doc, (*path, "achievable", k), x, bounds=FRACTION) for k, x in ach.items()}
     return GPU(
         key=key,
         name=str(v.get("name") or key),
-        memory_bytes=_number(doc, (*path, "memory_gb"), v["memory_gb"]) * 1e9,
-        hbm_bandwidth=_number(doc, (*path, "hbm_bandwidth_tbps"), v["hbm_bandwidth_tbps"]) * 1e12,
+        memory_bytes=_number(doc, (*path, "memory_gb"), v["memory_gb"], bounds=MEMORY_GB) * 1e9,
+        hbm_bandwidth=_number(doc, (*path, "hbm_bandwidth_tbps"), v["hbm_bandwidth_tbps"],
+                              bounds=BANDWIDTH_TBPS) * 1e12,
         peak_flops=flops,
-        link_bandwidth=_number(doc, (*path, "link_bandwidth_gbps"), v["link_bandwidth_gbps"]) * 1e9,
+        link_bandwidth=_number(doc, (*path, "link_bandwidth_gbps"), v["link_bandwidth_gbps"],
+                               bounds=LINK_GBPS) * 1e9,
         link_latency=_number(doc, (*path, "link_latency_us"), v.get("link_latency_us", 0.0),
-                             positive=False) * 1e-6,
+                             positive=False, bounds=LINK_LATENCY_US) * 1e-6,
         bandwidth_fraction=fr.get("bandwidth_fraction", 1.0),
         flops_fraction=fr.get("flops_fraction", 1.0),
         notes=(str(v["notes"]),) if v.get("notes") else (),
@@ -246,7 +249,7 @@ def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None
     def us(k: str, default: float) -> float:
         if k not in v:
             return default
-        return _number(doc, (*path, k), v[k], positive=False) * 1e-6
+        return _number(doc, (*path, k), v[k], positive=False, bounds=OVERHEAD_US) * 1e-6
 
     b = base or Engine("", 0.0, 0.0, 0.0, 0.0)
     return Engine(
@@ -282,12 +285,9 @@ def _read_config_json(doc: Doc, path: KeyPath, ref: str) -> dict[str, Any]:
     f = Path(ref)
     if not f.is_absolute():
         f = Path(doc.file).parent / f if doc.file not in ("<inline>", "<stdin>") else f
-    try:
-        data = json.loads(f.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise doc.error(path, f"config.json not found: {f}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc.msg}", str(f), exc.lineno) from None
+    if not f.exists():
+        raise doc.error(path, f"config.json not found: {f}")
+    data = json_document(read_input(str(f)), str(f))
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", str(f), 1)
     return data
@@ -309,7 +309,7 @@ def model_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str = 
     dtypes = _dtypes(doc, (*path, "dtypes"), v.get("dtypes"))
     try:
         return model_from_hf_config(cfg, str(v.get("name") or default_name), dtypes, doc.file)
-    except (ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, ZeroDivisionError, OverflowError) as exc:
         raise doc.error(cfg_path, str(exc)) from None
 
 
@@ -320,7 +320,7 @@ def load_model(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Model:
         cfg = _read_config_json(d, path, ref)
         try:
             return model_from_hf_config(cfg, Path(ref).parent.name or ref, None, ref)
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, ZeroDivisionError, OverflowError) as exc:
             raise InputError(str(exc), ref) from None
     f = builtin_path("models", ref, doc, path)
     d = read_doc(f)
@@ -352,7 +352,7 @@ def drafter_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str 
     if kind == "cost_ratio":
         if "cost_ratio" not in v:
             raise doc.error(path, "a cost_ratio drafter needs 'cost_ratio' (draft token cost / step cost)")
-        cost_ratio = _number(doc, (*path, "cost_ratio"), v["cost_ratio"], positive=False)
+        cost_ratio = _number(doc, (*path, "cost_ratio"), v["cost_ratio"], positive=False, bounds=COST_RATIO)
     if kind in ("draft_model", "eagle", "eagle3", "mtp") and model is None:
         raise doc.error(path, f"a {kind} drafter needs 'hf_config', 'config' or 'model'")
     return Drafter(kind, name, model, cost_ratio, str(v.get("path") or ""))
@@ -399,7 +399,7 @@ def acceptance_from_mapping(doc: Doc, path: KeyPath, value: Any) -> Acceptance:
         return Acceptance(tuple(rates), src or "stated per-position (conditional)")
     if "drafts" not in v:
         raise doc.error(path, "mean_length needs 'drafts': the number of draft tokens it was measured with")
-    k = int(_number(doc, (*path, "drafts"), v["drafts"], integer=True))
+    k = int(_number(doc, (*path, "drafts"), v["drafts"], integer=True, lo=1, hi=MAX_GAMMA))
     tau = _number(doc, (*path, "mean_length"), v["mean_length"], lo=1.0, hi=k + 1.0)
     return Acceptance.from_mean_length(tau, k, src or "stated mean acceptance length")
 
@@ -418,7 +418,7 @@ def deployment_from_doc(doc: Doc) -> Deployment:
     gpu: GPU = _resolve(doc, ("gpu",), v["gpu"], load_gpu, gpu_from_mapping)
     if "achievable" in v:
         ach = _check_keys(doc, ("achievable",), v["achievable"], ("bandwidth_fraction", "flops_fraction"))
-        fractions = {k: _number(doc, ("achievable", k), x, lo=0.01, hi=1.0) for k, x in ach.items()}
+        fractions = {k: _number(doc, ("achievable", k), x, bounds=FRACTION) for k, x in ach.items()}
         gpu = replace(gpu, bandwidth_fraction=fractions.get("bandwidth_fraction", gpu.bandwidth_fraction),
                       flops_fraction=fractions.get("flops_fraction", gpu.flops_fraction))
     model: Model = _resolve(doc, ("model",), v["model"], load_model, model_from_mapping)
@@ -447,18 +447,18 @@ def deployment_from_doc(doc: Doc) -> Deployment:
         raise doc.error((), "missing required key 'acceptance' (alpha, per_position, marginal "
                             "or mean_length), or pass --observed / --metrics-url")
     acceptance = acceptance_from_mapping(doc, ("acceptance",), v.get("acceptance", 0.5))
-    gamma_max = int(_number(doc, ("gamma_max",), v.get("gamma_max", 8), integer=True, lo=1, hi=64))
-    tol = _number(doc, ("tie_tolerance",), v.get("tie_tolerance", 0.01), positive=False, lo=0, hi=0.5)
+    gamma_max = int(_number(doc, ("gamma_max",), v.get("gamma_max", DEFAULT_GAMMA_MAX), integer=True,
+                            lo=1, hi=MAX_GAMMA))
+    tol = _number(doc, ("tie_tolerance",), v.get("tie_tolerance", DEFAULT_TIE_TOLERANCE), positive=False,
+                  lo=0, hi=MAX_TIE_TOLERANCE)
     name = str(v.get("name") or Path(doc.file).stem)
     return Deployment(name, gpu, model, drafter, par, engine, workload, acceptance, gamma_max, tol)
 
 
 def load_deployment(ref: str) -> Deployment:
     """A deployment profile from a YAML file, ``-`` (stdin), or a shipped example's name."""
-    import sys
-
     if ref == "-":
-        return deployment_from_doc(parse_yaml(sys.stdin.read(), "<stdin>"))
+        return deployment_from_doc(parse_yaml(read_input("-"), "<stdin>"))
     p = Path(ref)
     if not p.exists() and not ref.endswith((".yaml", ".yml")):
         ex = examples_dir() / f"{ref}.yaml"

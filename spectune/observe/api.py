@@ -13,11 +13,12 @@ from spectune.observe import sglang as _sglang
 from spectune.observe import vllm as _vllm
 from spectune.observe.exposition import Exposition
 from spectune.observe.faults import (
+    BadBodyFault,
     ObserveError,
     ObserveUsageError,
     SpeculationNotEnabled,
 )
-from spectune.observe.observation import Observation, iso
+from spectune.observe.observation import Observation, checked, iso
 from spectune.observe.scrape import (
     DEFAULT_TOKEN_ENV,
     Scrape,
@@ -154,8 +155,10 @@ def observe_url(url: str, *, window: float = 60.0, interval: float = 5.0, model_
                      "did not answer")
     capture = Capture(tuple(snaps), opts.display_url, interval, failed, tuple(notes), version)
     if engine == "vllm":
-        return _vllm.analyse(capture, model, flavour)
-    return _sglang.analyse(capture, model, num_speculative_tokens, checked=True)
+        obs = _vllm.analyse(capture, model, flavour)
+    else:
+        obs = _sglang.analyse(capture, model, num_speculative_tokens, checked=True)
+    return checked(obs, BadBodyFault)  # what observe writes, recommend --observed reads
 
 
 def observation_acceptance(obs: Observation) -> Acceptance:

@@ -56,7 +56,8 @@ from pathlib import Path
 from typing import Any
 
 from spectune.acceptance import Acceptance
-from spectune.observe.faults import ObserveUsageError
+from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_POSITIONS
+from spectune.observe.faults import ObserveError, ObserveUsageError
 from spectune.render import API_VERSION, envelope
 
 KIND = "Observation"
@@ -495,10 +496,20 @@ def observation_from_dict(doc: Any, where: str = "observation") -> Observation:
                         r.hist(opd, "iteration_tokens", "operating_point"),
                         r.hist(opd, "inter_token_latency_seconds", "operating_point"),
                         r.opt_str(opd, "note", "operating_point"))
+    if run is not None and any(v > MAX_BATCH for v, _ in run.values):
+        raise r.fail("operating_point.running.distribution",
+                     f"a running-request count above {MAX_BATCH:,} (the largest batch spectune evaluates)")
+    lengths = [h.mean for h in (op.prompt_tokens, op.generation_tokens)
+               if h is not None and h.mean is not None]
+    if sum(lengths) > MAX_CONTEXT:
+        raise r.fail("operating_point", f"mean prompt + generation length {sum(lengths):g} tokens is above "
+                                        f"{MAX_CONTEXT:,} (the longest context spectune evaluates)")
     a = r.map(r.key(d, "acceptance", ""), "acceptance")
     cond = r.nums(a, "conditional", "acceptance", hi=1.0)
     if not cond:
         raise r.fail("acceptance.conditional", "expected rates in [0, 1], at least one")
+    if len(cond) > MAX_POSITIONS:
+        raise r.fail("acceptance.conditional", f"{len(cond)} positions; at most {MAX_POSITIONS}")
     notes = r.list(d, "notes", "")
     for i, n in enumerate(notes):
         if not isinstance(n, str):
@@ -529,29 +540,36 @@ def observation_from_dict(doc: Any, where: str = "observation") -> Observation:
 
 def load_observation(path: str | Path) -> Observation:
     """Read a ``spectune observe -o yaml|json`` file (``-`` for stdin)."""
-    import sys
-
-    import yaml
+    from spectune.errors import InputError
+    from spectune.inputs import read_input, yaml_document
 
     name = str(path)
     try:
-        text = sys.stdin.read() if name == "-" else Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise ObserveUsageError(f"cannot read observation file {name}: {err.strerror}") from None
-    except UnicodeDecodeError:
-        raise ObserveUsageError(f"{name}: not UTF-8 text (not an observation file)") from None
+        text = read_input(name)
+    except InputError as err:
+        raise ObserveUsageError(f"cannot read observation file: {err.message}") from None
     doc: Any = None
     if text.lstrip().startswith("{"):
         # JSON first: YAML 1.1 reads an exponent without a dot (json's 1e-06) as text
         try:
             doc = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             doc = None
-    try:
-        if doc is None:
-            doc = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f":{mark.line + 1}" if mark is not None else ""
-        raise ObserveUsageError(f"{name}{at}: not YAML or JSON") from None
+    if doc is None:
+        try:
+            doc = yaml_document(text, name)[0]
+        except InputError as err:
+            raise ObserveUsageError(f"{err.message} (not YAML or JSON)") from None
     return observation_from_dict(doc, name)
+
+
+def checked(obs: Observation, fault: type[ObserveError]) -> Observation:
+    """``obs`` when its document loads back as ``recommend --observed`` reads it; else
+    ``fault`` naming what the source reported that spectune cannot use. What ``observe``
+    writes, ``recommend --observed`` accepts."""
+    try:
+        observation_from_dict(observation_to_dict(obs), obs.source.where)
+    except ObserveUsageError as err:
+        raise fault(f"{obs.source.where} reported values spectune cannot use, so no observation is "
+                    f"written: {err.message.removeprefix(obs.source.where + ': ')}") from None
+    return obs
