@@ -196,6 +196,14 @@ def builtin_path(kind: str, name: str, doc: Doc | None = None, path: KeyPath = (
     raise InputError(msg)
 
 
+def builtin_aliases(kind: str, name: str) -> list[str]:
+    """Every name and alias of the built-in profile ``name`` answers to (empty when it is
+    not a built-in)."""
+    index = _index(kind)
+    f = index.get(name.lower())
+    return sorted(k for k, v in index.items() if v == f) if f is not None else []
+
+
 GPU_KEYS = ("name", "aliases", "memory_gb", "hbm_bandwidth_tbps", "peak_tflops",
             "link_bandwidth_gbps", "link_latency_us", "achievable", "confidence", "notes")
 
