@@ -76,6 +76,31 @@ class SpectuneGroup(click.Group):
     """Turns a user-facing error into one line on stderr and its exit code, and anything
     else that escapes a command into an internal error (exit 70)."""
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """click's own handling, except that a usage error is one line (exit 2), an
+        interrupt exits 130 and a closed stdout exits 0 -- click exits 1 for both, the code
+        ``check`` keeps for a failed gate."""
+        kwargs["standalone_mode"] = False
+        try:
+            rv = super().main(*args, **kwargs)
+        except click.exceptions.UsageError as err:
+            if type(err).__name__ == "NoArgsIsHelpError":  # bare `spectune`: the help, as click shows it
+                err.show()
+                sys.exit(ExitCode.USAGE)
+            where = f" (see: {err.ctx.command_path} --help)" if err.ctx is not None else ""
+            click.echo(f"spectune: error: {err.format_message()}{where}", err=True)
+            sys.exit(ExitCode.USAGE)
+        except click.exceptions.ClickException as err:
+            click.echo(f"spectune: error: {err.format_message()}", err=True)
+            sys.exit(err.exit_code)
+        except click.exceptions.Abort:
+            click.echo("spectune: interrupted", err=True)
+            sys.exit(130)
+        except BrokenPipeError:
+            stdout_gone()
+            sys.exit(ExitCode.OK)
+        sys.exit(rv if isinstance(rv, int) else ExitCode.OK)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)

@@ -21,7 +21,7 @@ from spectune.deployment import Deployment, Engine, Parallelism, Workload
 from spectune.errors import InputError
 from spectune.hardware import DTYPE_BYTES, GPU
 from spectune.hf_config import DTYPE_KEYS, model_from_hf_config
-from spectune.inputs import json_document, number_problem, read_input, yaml_document
+from spectune.inputs import input_file_problem, json_document, number_problem, read_input, yaml_document
 from spectune.limits import (
     BANDWIDTH_TBPS,
     COST_RATIO,
@@ -295,6 +295,9 @@ def _read_config_json(doc: Doc, path: KeyPath, ref: str) -> dict[str, Any]:
         f = Path(doc.file).parent / f if doc.file not in ("<inline>", "<stdin>") else f
     if not f.exists():
         raise doc.error(path, f"config.json not found: {f}")
+    problem = input_file_problem(str(f))
+    if problem:
+        raise doc.error(path, problem)
     data = json_document(read_input(str(f)), str(f))
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", str(f), 1)

@@ -172,6 +172,11 @@ def parse_log(lines: Iterable[str]) -> tuple[list[LogRecord], int]:
 
 def aggregate(records: list[LogRecord], where: str, unreadable: int = 0) -> Observation:
     """Sum log lines into one Observation, weighting by their counts (see the module doc)."""
+    if not records and unreadable:
+        raise ObserveUsageError(
+            f"none of the {unreadable} 'SpecDecoding metrics' line(s) in {where} could be read (rates "
+            "outside [0, 1], more than 64 positions, counts beyond 2**53 or more accepted than "
+            "drafted tokens): not an observation spectune can use")
     if not records:
         raise NoSpeculativeTraffic(
             f"no 'SpecDecoding metrics' lines in {where}: vLLM logs one only for periods with "
