@@ -7,6 +7,7 @@ reads these before anything heavy loads.)"""
 MAX_BATCH = 10_000_000  # sequences
 MAX_CONTEXT = 1_000_000_000  # tokens
 MAX_GPUS = 65_536  # tp, ep or dp
+MAX_POINTS = 1_024  # batch sizes x context lengths evaluated at once (a grid of points x gammas)
 MAX_GAMMA = 64  # largest draft length evaluated (--gamma-max, gamma_max, check)
 DEFAULT_GAMMA_MAX = 8
 DEFAULT_TIE_TOLERANCE = 0.01
@@ -24,7 +25,7 @@ OVERHEAD_US = (0.0, 1_000_000.0)  # engine overheads: >= 0 (a negative one makes
 COST_RATIO = (0.0, 100.0)  # draft token cost / target step cost
 
 # ---- model shapes read from config.json (every architecture shipped is far inside these)
-MAX_LAYERS = 4_096
+MAX_LAYERS = 1_024
 MAX_HIDDEN = 1 << 18
 MAX_HEADS = 16_384
 MAX_HEAD_DIM = 1 << 16

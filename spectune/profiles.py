@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from spectune.acceptance import Acceptance
-from spectune.deployment import Deployment, Engine, Parallelism, Workload
+from spectune.deployment import Deployment, Engine, Parallelism, Workload, workload_problem
 from spectune.errors import InputError
 from spectune.hardware import DTYPE_BYTES, GPU
 from spectune.hf_config import DTYPE_KEYS, model_from_hf_config
@@ -452,8 +452,12 @@ def deployment_from_doc(doc: Doc) -> Deployment:
 
     wl = _check_keys(doc, ("workload",), v["workload"], ("batch_sizes", "context_lengths"),
                      ("batch_sizes", "context_lengths"))
-    workload = Workload(_int_list(doc, ("workload", "batch_sizes"), wl["batch_sizes"], MAX_BATCH),
-                        _int_list(doc, ("workload", "context_lengths"), wl["context_lengths"], MAX_CONTEXT))
+    batches = _int_list(doc, ("workload", "batch_sizes"), wl["batch_sizes"], MAX_BATCH)
+    contexts = _int_list(doc, ("workload", "context_lengths"), wl["context_lengths"], MAX_CONTEXT)
+    problem = workload_problem(batches, contexts)
+    if problem:
+        raise doc.error(("workload",), problem)
+    workload = Workload(batches, contexts)
     if "acceptance" not in v and drafter.kind != "ngram":
         raise doc.error((), "missing required key 'acceptance' (alpha, per_position, marginal "
                             "or mean_length), or pass --observed / --metrics-url")

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from spectune.acceptance import Acceptance
-from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_POSITIONS
+from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_POINTS, MAX_POSITIONS
 from spectune.observe.faults import ObserveError, ObserveUsageError
 from spectune.render import API_VERSION, envelope
 
@@ -496,6 +496,9 @@ def observation_from_dict(doc: Any, where: str = "observation") -> Observation:
                         r.hist(opd, "iteration_tokens", "operating_point"),
                         r.hist(opd, "inter_token_latency_seconds", "operating_point"),
                         r.opt_str(opd, "note", "operating_point"))
+    if run is not None and len(run.values) > MAX_POINTS:
+        raise r.fail("operating_point.running.distribution",
+                     f"{len(run.values):,} distinct running-request counts; at most {MAX_POINTS:,}")
     if run is not None and any(v > MAX_BATCH for v, _ in run.values):
         raise r.fail("operating_point.running.distribution",
                      f"a running-request count above {MAX_BATCH:,} (the largest batch spectune evaluates)")
