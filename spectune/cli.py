@@ -20,11 +20,15 @@ from spectune.exit_codes import ExitCode
 from spectune.limits import (
     COST_RATIO,
     DEFAULT_CHECK_TOLERANCE,
+    DEFAULT_INTERVAL_SECONDS,
+    DEFAULT_WINDOW_SECONDS,
     MAX_BATCH,
     MAX_CONTEXT,
     MAX_GAMMA,
     MAX_GPUS,
     MAX_WINDOW_SECONDS,
+    MIN_INTERVAL_SECONDS,
+    MIN_WINDOW_SECONDS,
 )
 from spectune.params import FiniteFloatRange
 
@@ -148,9 +152,11 @@ def cli() -> None:
 @click.option("--observed", type=click.Path(dir_okay=False),
               help="Acceptance and batch mix from a `spectune observe -o yaml` file.")
 @click.option("--metrics-url", help="Observe this server's /metrics first (see `observe`).")
-@click.option("--window", type=FiniteFloatRange(0.1, MAX_WINDOW_SECONDS), default=60.0, show_default=True,
+@click.option("--window", type=FiniteFloatRange(MIN_WINDOW_SECONDS, MAX_WINDOW_SECONDS),
+              default=DEFAULT_WINDOW_SECONDS, show_default=True,
               help="With --metrics-url: seconds to observe.")
-@click.option("--interval", type=FiniteFloatRange(0.05, MAX_WINDOW_SECONDS), default=5.0, show_default=True,
+@click.option("--interval", type=FiniteFloatRange(MIN_INTERVAL_SECONDS, MAX_WINDOW_SECONDS),
+              default=DEFAULT_INTERVAL_SECONDS, show_default=True,
               help="With --metrics-url: seconds between samples of the running requests.")
 @click.option("--model-name", help="With --metrics-url: the served model to read, when there are several.")
 @click.option("--token-file", type=click.Path(dir_okay=False),

@@ -9,6 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from spectune.acceptance import Acceptance
+from spectune.limits import (
+    DEFAULT_INTERVAL_SECONDS,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_SECONDS,
+    DEFAULT_WINDOW_SECONDS,
+)
 from spectune.observe import sglang as _sglang
 from spectune.observe import vllm as _vllm
 from spectune.observe.exposition import Exposition
@@ -80,8 +86,10 @@ class _Saver:
         (self.folder / "index.json").write_text(json.dumps(self.index, indent=1) + "\n", encoding="utf-8")
 
 
-def observe_url(url: str, *, window: float = 60.0, interval: float = 5.0, model_name: str | None = None,
-                timeout: float = 10.0, retries: int = 3, backoff: float = 0.5, token: str | None = None,
+def observe_url(url: str, *, window: float = DEFAULT_WINDOW_SECONDS,
+                interval: float = DEFAULT_INTERVAL_SECONDS, model_name: str | None = None,
+                timeout: float = DEFAULT_TIMEOUT_SECONDS, retries: int = DEFAULT_RETRIES,
+                backoff: float = 0.5, token: str | None = None,
                 token_env: str | None = DEFAULT_TOKEN_ENV, token_file: str | None = None,
                 ca_bundle: str | None = None, insecure: bool = False,
                 num_speculative_tokens: int | None = None, save_scrapes: str | Path | None = None,

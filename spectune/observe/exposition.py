@@ -88,12 +88,12 @@ def resolve_model(expo: Exposition, prefix: str, wanted: str | None) -> str | No
     names = model_names(expo, prefix)
     if wanted is not None:
         if wanted not in names:
-            have = ", ".join(names) or "none"
+            have = ", ".join(n[:80] for n in names[:20]) + (", ..." if len(names) > 20 else "") or "none"
             raise ObserveUsageError(f"--model-name {wanted!r} is not served here (models: {have})")
         return wanted
     if len(names) > 1:
-        raise ObserveUsageError(f"the server serves several models ({', '.join(names)}); "
-                                "choose one with --model-name")
+        shown = ", ".join(n[:80] for n in names[:20]) + (", ..." if len(names) > 20 else "")
+        raise ObserveUsageError(f"the server serves several models ({shown}); choose one with --model-name")
     return names[0] if names else None
 
 

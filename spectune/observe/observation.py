@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from spectune.acceptance import Acceptance
-from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_POINTS, MAX_POSITIONS
+from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_COUNT, MAX_POINTS, MAX_POSITIONS
 from spectune.observe.faults import ObserveError, ObserveUsageError
 from spectune.render import API_VERSION, envelope
 
@@ -324,7 +324,7 @@ def observation_to_dict(o: Observation) -> dict[str, Any]:
 # --------------------------------------------------------------------------- from dict
 #: The largest magnitude a loaded number may have: counts, tokens and seconds beyond 2**53
 #: are not exact as floats and would overflow later arithmetic (batch sizes are int64).
-MAX_NUMBER = float(2 ** 53)
+MAX_NUMBER = MAX_COUNT
 
 
 class _Reader:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from spectune.limits import MAX_METRICS_BYTES, MAX_PROBE_BYTES
+from spectune.limits import DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, MAX_METRICS_BYTES, MAX_PROBE_BYTES
 from spectune.observe.exposition import Exposition, parse_exposition
 from spectune.observe.faults import (
     BadBodyFault,
@@ -147,8 +147,8 @@ class ScrapeOptions:
     ``repr`` shows neither the token nor a ``user:password@`` of the URL."""
 
     url: str
-    timeout: float = 10.0
-    retries: int = 3
+    timeout: float = DEFAULT_TIMEOUT_SECONDS
+    retries: int = DEFAULT_RETRIES
     backoff: float = 0.5
     token: str | None = field(default=None, repr=False)
     ca_bundle: str | None = None
