@@ -19,6 +19,7 @@ from builders import profile
 from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from observe_support import Engine, MetricsServer, Reply, sglang_text, vllm_text
 
 from spectune.cli import cli
 from spectune.observe.exposition import parse_exposition
@@ -218,3 +219,28 @@ def test_the_exposition_reader_refuses_or_reads_consistently(body: str) -> None:
         assert isinstance(err, BadBodyFault)
         return
     assert all(0 <= p < 64 for p in positions)
+
+
+# --------------------------------------------------------------------------- observe against a server
+some_number = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 10**20),
+                        st.floats(0, 1000))
+engines = st.builds(Engine, drafts=some_number, draft_tokens=some_number, accepted=some_number,
+                    per_pos=st.lists(some_number, max_size=4).map(tuple), running=some_number,
+                    prompt=st.tuples(some_number, some_number),
+                    generation=st.tuples(some_number, some_number))
+
+
+@settings(max_examples=20, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.lists(engines, min_size=1, max_size=3).map(lambda es: [vllm_text(e) for e in es]),
+                 st.tuples(some_number, some_number).map(lambda ar: [sglang_text(*ar)])))
+def test_whatever_a_server_says_observe_writes_a_loadable_observation_or_a_fault(pages: list[str]) -> None:
+    from spectune.observe import observe_url
+    from spectune.observe.observation import observation_from_dict
+
+    with MetricsServer(lambda n: Reply(200, pages[min(n, len(pages) - 1)])) as srv:
+        try:
+            obs = observe_url(srv.url, window=0.1, interval=0.05, retries=0, backoff=0.01, ask_version=False)
+        except ObserveError:
+            return
+    observation_from_dict(obs.to_dict())  # what observe writes, recommend --observed reads

@@ -57,7 +57,7 @@ from typing import Any
 
 from spectune.acceptance import Acceptance
 from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_COUNT, MAX_POINTS, MAX_POSITIONS
-from spectune.observe.faults import ObserveError, ObserveUsageError
+from spectune.observe.faults import BadBodyFault, ObserveError, ObserveUsageError
 from spectune.render import API_VERSION, envelope
 
 KIND = "Observation"
@@ -257,6 +257,10 @@ def distribution(values: list[float]) -> Distribution | None:
     """Distribution of running-request counts over samples."""
     if not values:
         return None
+    bad = [v for v in values if not 0 <= v <= MAX_BATCH]  # NaN fails too
+    if bad:
+        raise BadBodyFault(f"the server reports {bad[0]:g} running requests; a count from 0 to "
+                           f"{MAX_BATCH:,} was expected")
     ints = [round(v) for v in values]
     counts: dict[int, int] = {}
     for v in ints:
