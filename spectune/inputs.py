@@ -50,8 +50,9 @@ def _stdin_bytes(limit: int) -> bytes:
     return sys.stdin.read(limit).encode("utf-8", errors="surrogateescape")
 
 
-def input_file_problem(path: str) -> str | None:
-    """Why ``path`` cannot be read as an input file (None: it is a readable regular file)."""
+def input_file_problem(path: str, stdin_ok: bool = True) -> str | None:
+    """Why ``path`` cannot be read as an input file (None: it is a readable regular file);
+    ``stdin_ok``: the message offers ``-`` (stdin) instead."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -61,7 +62,8 @@ def input_file_problem(path: str) -> str | None:
     if stat.S_ISDIR(st.st_mode):
         return f"{path} is a directory, not a file"
     if not stat.S_ISREG(st.st_mode):
-        return f"{path} is not a regular file (a device, pipe or socket); give a file, or '-' for stdin"
+        return (f"{path} is not a regular file (a device, pipe or socket); give a file"
+                + (", or '-' for stdin" if stdin_ok else ""))
     return None
 
 

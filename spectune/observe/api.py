@@ -73,6 +73,12 @@ class _Saver:
                 raise ObserveUsageError(f"cannot create --save-scrapes {folder}: {err.strerror}") from None
 
     def add(self, i: int, scrape: Scrape | None, error: str | None = None) -> None:
+        try:
+            self._add(i, scrape, error)
+        except OSError as err:
+            raise ObserveUsageError(f"cannot write to --save-scrapes {self.folder}: {err.strerror}") from None
+
+    def _add(self, i: int, scrape: Scrape | None, error: str | None = None) -> None:
         if not self.folder:
             return
         row: dict[str, Any] = {"sample": i}

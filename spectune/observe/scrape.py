@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from spectune.inputs import input_file_problem
 from spectune.limits import DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, MAX_METRICS_BYTES, MAX_PROBE_BYTES
 from spectune.observe.exposition import Exposition, parse_exposition
 from spectune.observe.faults import (
@@ -45,6 +46,7 @@ from spectune.observe.faults import (
 DEFAULT_TOKEN_ENV = "SPECTUNE_METRICS_TOKEN"
 MAX_BODY_BYTES = MAX_METRICS_BYTES
 MAX_BACKOFF_SECONDS = 8.0
+MAX_TOKEN_BYTES = 64 * 1024
 _ACCEPT = "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"
 
 
@@ -122,10 +124,17 @@ def resolve_token(token_env: str | None = DEFAULT_TOKEN_ENV, token_file: str | N
     prints the token.
     """
     if token_file:
+        problem = input_file_problem(token_file, stdin_ok=False)
+        if problem:
+            raise ObserveUsageError(f"cannot read --token-file: {problem}")
         try:
-            raw = Path(token_file).read_bytes()
+            with open(token_file, "rb") as fh:
+                raw = fh.read(MAX_TOKEN_BYTES + 1)
         except OSError as err:
             raise ObserveUsageError(f"cannot read --token-file {token_file}: {err.strerror}") from None
+        if len(raw) > MAX_TOKEN_BYTES:
+            raise ObserveUsageError(f"--token-file {token_file} is larger than {MAX_TOKEN_BYTES >> 10} KiB: "
+                                    "not a bearer token")
         token, source = _drop_newline(raw.decode("utf-8", errors="replace")), f"--token-file {token_file}"
         if not token:
             raise ObserveUsageError(f"{source} is empty")
@@ -163,6 +172,8 @@ class ScrapeOptions:
             raise ObserveUsageError("--ca-bundle and --insecure exclude each other")
         if self.ca_bundle and not Path(self.ca_bundle).exists():
             raise ObserveUsageError(f"--ca-bundle {self.ca_bundle} does not exist")
+        if self.ca_bundle and input_file_problem(self.ca_bundle, stdin_ok=False):
+            raise ObserveUsageError(f"--ca-bundle: {input_file_problem(self.ca_bundle, stdin_ok=False)}")
         problem = _token_problem(self.token) if self.token else None
         if problem:
             raise ObserveUsageError(f"bearer token: {problem}")
