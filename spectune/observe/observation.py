@@ -337,11 +337,17 @@ class _Reader:
     Numbers must be finite and at most :data:`MAX_NUMBER` in magnitude, and not negative
     unless ``lo`` says otherwise; integers must be whole; lists must be lists."""
 
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, lines: dict[str, int] | None = None) -> None:
         self.where = where
+        self.lines = lines or {}
 
     def fail(self, path: str, msg: str) -> ObserveUsageError:
-        return ObserveUsageError(f"{self.where}: {path}: {msg}")
+        """``file:line: key.path: msg``; the line of the nearest enclosing key that has one."""
+        at = path
+        while at and at not in self.lines:
+            at = at.rsplit("[", 1)[0] if at.endswith("]") else at.rpartition(".")[0]
+        line = self.lines.get(at)
+        return ObserveUsageError(f"{self.where}{f':{line}' if line else ''}: {path}: {msg}")
 
     @staticmethod
     def _at(path: str, k: str) -> str:
@@ -445,9 +451,28 @@ def _kind(v: Any) -> str:
     return {"dict": "a mapping", "list": "a list"}.get(type(v).__name__, type(v).__name__)
 
 
-def observation_from_dict(doc: Any, where: str = "observation") -> Observation:
-    """Rebuild an :class:`Observation` from its document; errors name ``where`` and the key."""
-    r = _Reader(where)
+def _key_lines(node: Any, path: str = "", out: dict[str, int] | None = None) -> dict[str, int]:
+    """The line of every key path (``a.b[0].c``) of a YAML node, for error messages."""
+    import yaml
+
+    out = {} if out is None else out
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            sub = f"{path}.{k.value}" if path else str(k.value)
+            out[sub] = k.start_mark.line + 1
+            _key_lines(v, sub, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            out[f"{path}[{i}]"] = v.start_mark.line + 1
+            _key_lines(v, f"{path}[{i}]", out)
+    return out
+
+
+def observation_from_dict(doc: Any, where: str = "observation",
+                          lines: dict[str, int] | None = None) -> Observation:
+    """Rebuild an :class:`Observation` from its document; errors name ``where``, the line
+    (``lines``: key path -> line, when the document came from YAML) and the key."""
+    r = _Reader(where, lines)
     d = r.map(doc, "(top)")
     if d.get("apiVersion") != API_VERSION:
         raise r.fail("apiVersion", f"expected {API_VERSION!r}, got {d.get('apiVersion')!r}")
@@ -556,6 +581,7 @@ def load_observation(path: str | Path) -> Observation:
     except InputError as err:
         raise ObserveUsageError(f"cannot read observation file: {err.message}") from None
     doc: Any = None
+    lines: dict[str, int] = {}
     if text.lstrip().startswith("{"):
         # JSON first: YAML 1.1 reads an exponent without a dot (json's 1e-06) as text
         try:
@@ -564,10 +590,11 @@ def load_observation(path: str | Path) -> Observation:
             doc = None
     if doc is None:
         try:
-            doc = yaml_document(text, name)[0]
+            doc, node = yaml_document(text, name)
+            lines = _key_lines(node)
         except InputError as err:
             raise ObserveUsageError(f"{err.message} (not YAML or JSON)") from None
-    return observation_from_dict(doc, name)
+    return observation_from_dict(doc, name, lines)
 
 
 def checked(obs: Observation, fault: type[ObserveError]) -> Observation:
