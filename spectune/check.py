@@ -35,7 +35,7 @@ from spectune import __version__
 from spectune.deployment import Deployment
 from spectune.emit.plan import Range, lookup, per_batch_gamma
 from spectune.errors import EXIT_GATE_FAILED, EXIT_OK, InputError
-from spectune.inputs import input_file_problem, json_document, read_input, yaml_documents
+from spectune.inputs import input_file_problem, json_document, read_input, short, yaml_documents
 from spectune.limits import DEFAULT_CHECK_TOLERANCE, MAX_GAMMA, MAX_GPUS
 from spectune.profiles import read_text
 from spectune.recommend import Recommendation, recommend
@@ -402,8 +402,11 @@ def _json_value(raw: str, what: str, file: str, line: int | None) -> Any:
     try:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{what} is not valid JSON ({exc.msg} at column {exc.colno}): {raw!r}",
+        raise InputError(f"{what} is not valid JSON ({exc.msg} at column {exc.colno}): {short(raw, 80)}",
                          file, line) from None
+    except (RecursionError, ValueError):  # nested too deeply; an integer of > 4300 digits
+        raise InputError(f"{what} is not JSON spectune reads (nested too deeply or a number too long): "
+                         f"{short(raw, 80)}", file, line) from None
 
 
 Option = tuple[str, Any, int | None]
@@ -477,7 +480,7 @@ def _vllm_apply(conf: Configured, file_opts: list[Option],
             key = opt.split(".", 1)[1]
             try:
                 dotted[key] = json.loads(str(val)) if isinstance(val, str) else val
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError, ValueError):
                 dotted[key] = val
             spec_line = line
         elif opt in ("--spec-method", "--spec-model", "--spec-tokens"):
