@@ -103,6 +103,8 @@ class SpectuneGroup(click.Group):
         except BrokenPipeError:
             stdout_gone()
             sys.exit(ExitCode.OK)
+        except (Exception, RecursionError, MemoryError) as exc:  # a bug outside a command's body
+            internal_error(exc)
         sys.exit(rv if isinstance(rv, int) else ExitCode.OK)
 
     def invoke(self, ctx: click.Context) -> Any:
