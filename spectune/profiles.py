@@ -21,7 +21,14 @@ from spectune.deployment import Deployment, Engine, Parallelism, Workload, workl
 from spectune.errors import InputError
 from spectune.hardware import DTYPE_BYTES, GPU
 from spectune.hf_config import DTYPE_KEYS, model_from_hf_config
-from spectune.inputs import input_file_problem, json_document, number_problem, read_input, yaml_document
+from spectune.inputs import (
+    input_file_problem,
+    json_document,
+    number_problem,
+    read_input,
+    short,
+    yaml_document,
+)
 from spectune.limits import (
     BANDWIDTH_TBPS,
     COST_RATIO,
@@ -34,6 +41,7 @@ from spectune.limits import (
     MAX_CONTEXT,
     MAX_GAMMA,
     MAX_GPUS,
+    MAX_POSITIONS,
     MAX_TIE_TOLERANCE,
     MEMORY_GB,
     OVERHEAD_US,
@@ -120,7 +128,7 @@ def _check_keys(doc: Doc, path: KeyPath, value: Any, allowed: tuple[str, ...],
             key = str(key)
             close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.5)
             hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(allowed)}"
-            raise doc.error((*path, key), f"unknown key {key!r}{hint}")
+            raise doc.error((*path, key), f"unknown key {short(key)}{hint}")
     for key in required:
         if key not in value:
             raise doc.error(path, f"missing required key {key!r}")
@@ -144,14 +152,14 @@ def _int_list(doc: Doc, path: KeyPath, value: Any, hi: float) -> tuple[int, ...]
     if isinstance(value, int) and not isinstance(value, bool):
         value = [value]
     if not isinstance(value, list) or not value:
-        raise doc.error(path, f"expected a non-empty list of whole numbers, got {value!r}")
+        raise doc.error(path, f"expected a non-empty list of whole numbers, got {short(value)}")
     return tuple(int(_number(doc, (*path, str(i)), v, integer=True, lo=1, hi=hi))
                  for i, v in enumerate(value))
 
 
 def _str(doc: Doc, path: KeyPath, value: Any) -> str:
     if not isinstance(value, str) or not value:
-        raise doc.error(path, f"expected a non-empty string, got {value!r}")
+        raise doc.error(path, f"expected a non-empty string, got {short(value)}")
     return value
 
 
@@ -400,7 +408,9 @@ def acceptance_from_mapping(doc: Doc, path: KeyPath, value: Any) -> Acceptance:
     if kind in ("per_position", "marginal"):
         seq = v[kind]
         if not isinstance(seq, list) or not seq:
-            raise doc.error((*path, kind), f"expected a non-empty list of rates in [0, 1], got {seq!r}")
+            raise doc.error((*path, kind), f"expected a non-empty list of rates in [0, 1], got {short(seq)}")
+        if len(seq) > MAX_POSITIONS:
+            raise doc.error((*path, kind), f"{len(seq)} positions; at most {MAX_POSITIONS}")
         rates = [_number(doc, (*path, kind, str(i)), x, positive=False, lo=0.0, hi=1.0)
                  for i, x in enumerate(seq)]
         if kind == "marginal":
@@ -421,7 +431,7 @@ def _resolve(doc: Doc, path: KeyPath, value: Any, loader: Callable[..., Any],
         return loader(value, doc, path)
     if isinstance(value, dict):
         return from_mapping(doc, path, value)
-    raise doc.error(path, f"expected a built-in name or a mapping, got {value!r}")
+    raise doc.error(path, f"expected a built-in name or a mapping, got {short(value)}")
 
 
 def deployment_from_doc(doc: Doc) -> Deployment:
