@@ -35,13 +35,15 @@ from spectune.deployment import Deployment
 from spectune.emit.plan import Range, lookup, per_batch_gamma
 from spectune.envelope import Document, envelope
 from spectune.errors import EXIT_GATE_FAILED, EXIT_OK, InputError
+from spectune.inputs import input_file_problem, json_document, read_input, short, yaml_documents
+from spectune.limits import DEFAULT_CHECK_TOLERANCE, MAX_GAMMA, MAX_GPUS
 from spectune.profiles import read_text
 from spectune.recommend import Recommendation, recommend
 from spectune.tree import verify_width
 from spectune.version import __version__
 
-DEFAULT_TOLERANCE = 0.03
-GAMMA_LIMIT = 64  # largest draft length evaluated (as `recommend --gamma-max` and profiles' gamma_max)
+DEFAULT_TOLERANCE = DEFAULT_CHECK_TOLERANCE
+GAMMA_LIMIT = MAX_GAMMA  # largest draft length evaluated (as `recommend --gamma-max` and profiles' gamma_max)
 
 # SGLang's DEFAULT_ADAPTIVE_CONFIG (python/sglang/srt/speculative/adaptive_spec_params.py,
 # sglang 0.5.23): used when --speculative-adaptive is given without a config file.
@@ -69,6 +71,9 @@ class Configured:
     prompt_lookup: tuple[int | None, int | None] = (None, None)  # vLLM ngram (min, max)
     sglang: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
+    served_model: str | None = None  # the target model as configured (HF id or path); None: not stated
+    tensor_parallel: int = 1
+    expert_parallel: bool = False  # vLLM --enable-expert-parallel / SGLang --ep-size > 1
 
     @property
     def speculate(self) -> bool:
@@ -97,19 +102,8 @@ def read_serving_config(path: str) -> Configured:
 
 
 def _yaml_docs(text: str, file: str) -> list[tuple[Any, yaml.Node]]:
-    loader = yaml.SafeLoader(text)
-    docs = []
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            docs.append((loader.construct_document(node), node))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"not valid YAML: {problem}", file, mark.line + 1 if mark else None) from None
-    finally:
-        loader.dispose()
-    return [(d, n) for d, n in docs if d is not None and n is not None]
+    """The non-empty documents of a YAML stream, through the bounded loader."""
+    return yaml_documents(text, file)
 
 
 def _child(node: yaml.Node | None, key: str | int) -> yaml.Node | None:
@@ -330,6 +324,15 @@ def _from_kubernetes(docs: list[tuple[Any, yaml.Node]], file: str) -> Configured
     for data, node in docs:
         for c, cnode in _containers(data, node):
             name = str(c.get("name") or "?")
+            for key in ("command", "args", "env"):
+                if c.get(key) is not None and not isinstance(c[key], list):
+                    raise InputError(f"container {name!r}: {key} must be a list, got "
+                                     f"{type(c[key]).__name__}", file, _line(_child(cnode, key)), key)
+            for key in ("command", "args"):
+                bad = [x for x in c.get(key) or [] if isinstance(x, (dict, list))]
+                if bad:
+                    raise InputError(f"container {name!r}: {key} must be a list of strings", file,
+                                     _line(_child(cnode, key)), key)
             command = [str(x) for x in (c.get("command") or [])]
             args = [str(x) for x in (c.get("args") or [])]
             env = {str(e["name"]): str(e["value"]) for e in (c.get("env") or [])
@@ -401,8 +404,11 @@ def _json_value(raw: str, what: str, file: str, line: int | None) -> Any:
     try:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{what} is not valid JSON ({exc.msg} at column {exc.colno}): {raw!r}",
+        raise InputError(f"{what} is not valid JSON ({exc.msg} at column {exc.colno}): {short(raw, 80)}",
                          file, line) from None
+    except (RecursionError, ValueError):  # nested too deeply; an integer of > 4300 digits
+        raise InputError(f"{what} is not JSON spectune reads (nested too deeply or a number too long): "
+                         f"{short(raw, 80)}", file, line) from None
 
 
 Option = tuple[str, Any, int | None]
@@ -416,18 +422,33 @@ def _vllm_file_options(data: dict[str, Any], file: str, node: yaml.Node | None) 
     return out
 
 
+_FALSE = ("false", "0", "no", "off")
+
+
+def _flag_on(val: Any) -> bool:
+    """A store_true option as written: a bare flag, or a config file's true/false."""
+    return val is None or val is True or (isinstance(val, str) and val.lower() not in _FALSE)
+
+
 def _vllm_from_args(conf: Configured, args: list[str], folder: Path) -> None:
     opts: list[Option] = []
     file_opts: list[Option] = []
     for opt, val in _split_options(args):
         if opt is None:
+            if conf.served_model is None:  # `vllm serve MODEL`: the first positional
+                conf.served_model = val
             continue
         opt = _norm_opt(opt) if opt.startswith("--") else opt
+        if opt in ("--enable-expert-parallel", "-ep") and isinstance(val, str) \
+                and val.lower() not in (*_FALSE, "true", "1", "yes", "on"):
+            # a store_true flag followed by a positional: _split_options paired them
+            conf.served_model = conf.served_model or val
+            val = None
         if opt == "--config" and val is not None:
             cfg_path = Path(val) if Path(val).is_absolute() else folder / val
-            try:
-                docs = _yaml_docs(cfg_path.read_text(encoding="utf-8"), str(cfg_path))
-            except OSError:
+            if input_file_problem(str(cfg_path)) is None:
+                docs = _yaml_docs(read_input(str(cfg_path)), str(cfg_path))
+            else:
                 conf.warnings.append(f"cannot read the --config file {val} (looked at {cfg_path}); "
                                      "checked the command line alone")
                 continue
@@ -461,7 +482,7 @@ def _vllm_apply(conf: Configured, file_opts: list[Option],
             key = opt.split(".", 1)[1]
             try:
                 dotted[key] = json.loads(str(val)) if isinstance(val, str) else val
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError, ValueError):
                 dotted[key] = val
             spec_line = line
         elif opt in ("--spec-method", "--spec-model", "--spec-tokens"):
@@ -471,6 +492,12 @@ def _vllm_apply(conf: Configured, file_opts: list[Option],
             legacy["model" if opt == "--speculative-model" else "num_speculative_tokens"] = val
         elif opt in ("--data-parallel-size", "-dp"):
             conf.data_parallel = _int(val, opt, file, line, lo=1)
+        elif opt in ("--tensor-parallel-size", "-tp"):
+            conf.tensor_parallel = _int(val, opt, file, line, lo=1, hi=MAX_GPUS)
+        elif opt in ("--enable-expert-parallel", "-ep"):
+            conf.expert_parallel = _flag_on(val)
+        elif opt == "--model" and val is not None:
+            conf.served_model = str(val)
     if dotted:
         spec = dotted
     if spec is not None and not isinstance(spec, dict):
@@ -597,15 +624,22 @@ def _sglang_from_args(conf: Configured, args: list[str], folder: Path) -> None:
         if opt is None:
             continue
         o = opt.replace("_", "-")
-        if o in ("--speculative-adaptive", "--enable-dp-attention"):
+        if o in ("--speculative-adaptive", "--enable-dp-attention", "--enable-ep-moe"):
             flags.add(o)  # store_true: a positional paired with it by _split_options is not its value
             continue
         if o == "--speculative-draft-model":
             o = "--speculative-draft-model-path"
         if o in ("--dp", "--data-parallel-size"):
             o = "--dp-size"
+        o = {"--tp": "--tp-size", "--tensor-parallel-size": "--tp-size", "--ep": "--ep-size",
+             "--expert-parallel-size": "--ep-size", "--model": "--model-path"}.get(o, o)
         vals[o] = val
     file, line = conf.file, conf.line
+    if vals.get("--model-path") is not None:
+        conf.served_model = str(vals["--model-path"])
+    conf.tensor_parallel = _int(vals.get("--tp-size", 1), "--tp-size", file, line, lo=1, hi=MAX_GPUS)
+    ep = _int(vals.get("--ep-size", 1), "--ep-size", file, line, lo=1, hi=MAX_GPUS)
+    conf.expert_parallel = ep > 1 or "--enable-ep-moe" in flags
     algo = vals.get("--speculative-algorithm")
     steps = vals.get("--speculative-num-steps")
     topk = vals.get("--speculative-eagle-topk")
@@ -706,13 +740,10 @@ def _sglang_adaptive(path: str | None, folder: Path,
         return {int(k): v for k, v in SGLANG_DEFAULT_ADAPTIVE.items()}, (
             "--speculative-adaptive without a config: SGLang's built-in candidates are evaluated")
     p = Path(path) if Path(path).is_absolute() else folder / path
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError:
+    if input_file_problem(str(p)) is not None:
         return None, (f"cannot read the adaptive config {path} (looked at {p}); the static "
                       "--speculative-num-steps is evaluated")
-    except json.JSONDecodeError as exc:
-        raise InputError(f"adaptive config is not valid JSON: {exc.msg}", str(p), exc.lineno) from None
+    data = json_document(read_input(str(p)), str(p))
     if not isinstance(data, dict):
         raise InputError("the adaptive config must be a JSON object", str(p), 1)
     out: dict[int, list[int]] = {}
@@ -826,6 +857,74 @@ def _reference(rec: Recommendation, conf: Configured) -> _Reference:
                    "any engine")
 
 
+def _norm_name(name: str) -> str:
+    """A model name reduced for comparison: last path component, lower case, letters and
+    digits only (``meta-llama/Llama-3.1-8B-Instruct`` -> ``llama318binstruct``)."""
+    return re.sub(r"[^a-z0-9]", "", name.rstrip("/").rsplit("/", 1)[-1].lower())
+
+
+def _contains(longer: str, shorter: str) -> bool:
+    """``shorter`` occurs in ``longer`` and is not cut out of a longer number there
+    (``llama318b`` is in ``llama318binstruct``, not in ``llama3180b``)."""
+    if len(shorter) < 4:
+        return longer == shorter
+    at = longer.find(shorter)
+    while at >= 0:
+        before = longer[at - 1] if at else ""
+        after = longer[at + len(shorter):at + len(shorter) + 1]
+        cut_before = before.isdigit() and shorter[0].isdigit()
+        if not cut_before and not (after.isdigit() and shorter[-1].isdigit()):
+            return True
+        at = longer.find(shorter, at + 1)
+    return False
+
+
+def same_model(served: str, profile_names: Sequence[str]) -> bool:
+    """Whether a served model (HF id or local path) is the profile's model, tolerantly: the
+    reduced names (:func:`_norm_name`) are equal, or one contains the other (a release
+    suffix such as ``-Instruct`` or ``-FP8``), for the model's name or any of its aliases."""
+    a = _norm_name(served)
+    for name in profile_names:
+        b = _norm_name(name)
+        if b and (a == b or _contains(a, b) or _contains(b, a)):
+            return True
+    return False
+
+
+def deployment_mismatches(conf: Configured, dep: Deployment) -> list[str]:
+    """How the configuration's deployment differs from the profile's: model, tensor /
+    expert parallelism, engine and draft method, each naming both sides (empty: none)."""
+    from spectune.profiles import builtin_aliases
+
+    out: list[str] = []
+    # A file that names no model is a fragment (the speculative settings of a `--config`
+    # file whose model and parallelism are given elsewhere): those are not compared.
+    whole = conf.served_model is not None
+    if whole:
+        names = [dep.model.name, *builtin_aliases("models", dep.model.name)]
+        if not same_model(str(conf.served_model), names):
+            out.append(f"model: the configuration serves {conf.served_model!r}, the profile is for "
+                       f"{dep.model.name!r}")
+    if whole and conf.tensor_parallel != dep.parallelism.tp:
+        out.append(f"tensor parallelism: {conf.tensor_parallel} configured, {dep.parallelism.tp} in the "
+                   "profile")
+    moe = any(getattr(g.ffn, "n_experts", 0) for g in dep.model.layers)
+    if whole and moe and dep.parallelism.gpus > 1 and conf.expert_parallel != (dep.parallelism.ep > 1):
+        out.append(f"expert parallelism: {'on' if conf.expert_parallel else 'off'} configured, "
+                   f"ep = {dep.parallelism.ep} in the profile")
+    eng = dep.engine.name.lower()
+    if eng and eng != "none" and conf.engine not in eng:
+        out.append(f"engine: the configuration runs {ENGINE_NAME[conf.engine]}, the profile prices "
+                   f"{dep.engine.name!r}")
+    if conf.speculate and conf.method:
+        expected = _expected_method(conf.engine, dep.drafter.kind)
+        if expected is not None and not _same_method(conf.engine, conf.method, expected):
+            out.append(f"draft method: {conf.method!r} configured, the profile's drafter "
+                       f"{dep.drafter.name!r} is {dep.drafter.kind} ({ENGINE_NAME[conf.engine]} "
+                       f"{expected!r})")
+    return out
+
+
 def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANCE) -> CheckResult:
     """Evaluate ``conf`` at every operating point of ``dep``.
 
@@ -837,6 +936,13 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
     from spectune.documents import sig
     from spectune.speedup import speedup_grid
 
+    if conf.served_model is None:
+        conf.warnings.append("the configuration names no model: model and parallelism are not compared "
+                             "with the profile's (a fragment of a launch command?)")
+    mismatches = deployment_mismatches(conf, dep)
+    if mismatches:  # a verdict on another deployment would be silent wrong advice
+        raise InputError("the serving configuration is not the profile's deployment: "
+                         + "; ".join(mismatches), conf.file, conf.line)
     rec = recommend(dep)
     warnings = list(conf.warnings)
     if conf.sglang and conf.sglang.get("eagle_topk") == dep.drafter.topk > 1:
@@ -863,10 +969,6 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
         if expected is None:
             warnings.append(f"the profile's drafter is {kind!r}, which {ENGINE_NAME[conf.engine]} cannot "
                             f"run; the configured {conf.method!r} is evaluated with the profile's costs")
-        elif not _same_method(conf.engine, conf.method, expected):
-            warnings.append(f"configured drafter method {conf.method!r} differs from the profile's drafter "
-                            f"{dep.drafter.name!r} ({kind}, {ENGINE_NAME[conf.engine]} {expected!r}): "
-                            "the prediction assumes the profile's drafter")
         want = (dep.drafter.prompt_lookup_min, dep.drafter.prompt_lookup_max)
         if conf.engine == "vllm" and conf.method == "ngram" and want[1] and conf.prompt_lookup != want:
             got = tuple(5 if n is None else n for n in conf.prompt_lookup)  # vLLM's default
@@ -877,9 +979,6 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
         if conf.model and dep.drafter.path and conf.model != dep.drafter.path:
             warnings.append(f"configured draft model {conf.model!r} differs from the profile's "
                             f"{dep.drafter.path!r}")
-    if dep.engine.name and conf.engine not in dep.engine.name.lower() and dep.engine.name != "none":
-        warnings.append(f"the profile prices engine {dep.engine.name!r} but the configuration runs "
-                        f"{ENGINE_NAME[conf.engine]}")
     ref = _reference(rec, conf)
     sp = grid.speedup
     points = []
@@ -915,7 +1014,7 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
                 worst = {"batch": int(b), "context": int(s), "shortfall": shortfall}
     assert worst is not None
     worst["shortfall"] = sig(worst["shortfall"], 4)
-    exit_code = EXIT_GATE_FAILED if failing else EXIT_OK
+    exit_code = int(EXIT_GATE_FAILED if failing else EXIT_OK)
     n = len(points)
     if failing:
         slow = sum(p["slows_down"] for p in points)

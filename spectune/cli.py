@@ -1,12 +1,13 @@
 """The ``spectune`` command line: parse options, call the library, hand the result to
 :mod:`spectune.render`. No arithmetic lives here.
 
-Exit codes: 0 ok; 1 a ``check`` gate failed; 2 usage or input error; network faults of
-``observe`` have their own codes (see ``spectune observe --help``).
+Exit codes: :class:`spectune.exit_codes.ExitCode` (0 ok; 1 a ``check`` gate failed; 2 usage
+or input error; 3-10 network faults of ``observe``; 70 an internal error, never 1).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
@@ -14,7 +15,21 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from spectune.errors import InputError, SpectuneError
-from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
+from spectune.exit_codes import ExitCode
+from spectune.limits import (
+    COST_RATIO,
+    DEFAULT_CHECK_TOLERANCE,
+    DEFAULT_INTERVAL_SECONDS,
+    DEFAULT_WINDOW_SECONDS,
+    MAX_BATCH,
+    MAX_CONTEXT,
+    MAX_GAMMA,
+    MAX_GPUS,
+    MAX_WINDOW_SECONDS,
+    MIN_INTERVAL_SECONDS,
+    MIN_WINDOW_SECONDS,
+)
+from spectune.params import FiniteFloatRange
 from spectune.version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -37,17 +52,73 @@ def fail(err: SpectuneError) -> NoReturn:
     sys.exit(err.exit_code)
 
 
+def stdout_gone() -> None:
+    """The reader of stdout went away (``| head``): point stdout at /dev/null so that no
+    later write or the interpreter's final flush fails; the exit code stays ours."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (tests)
+        pass
+
+
+def internal_error(exc: BaseException) -> NoReturn:
+    """A bug: one line and exit 70 (never 1, which `check` uses for a failed gate);
+    ``SPECTUNE_DEBUG=1`` shows the traceback."""
+    if os.environ.get("SPECTUNE_DEBUG"):
+        import traceback
+
+        traceback.print_exc()
+    text = (str(exc).splitlines() or [""])[0][:200]
+    click.echo(f"spectune: internal error (a bug in spectune, not in your input): "
+               f"{type(exc).__name__}{': ' + text if text else ''}; please report it with the "
+               "command that caused it (SPECTUNE_DEBUG=1 shows the traceback)", err=True)
+    sys.exit(ExitCode.INTERNAL)
+
+
 class SpectuneGroup(click.Group):
-    """Turns a user-facing error into one line on stderr and its exit code."""
+    """Turns a user-facing error into one line on stderr and its exit code, and anything
+    else that escapes a command into an internal error (exit 70)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """click's own handling, except that a usage error is one line (exit 2), an
+        interrupt exits 130 and a closed stdout exits 0 -- click exits 1 for both, the code
+        ``check`` keeps for a failed gate."""
+        kwargs["standalone_mode"] = False
+        try:
+            rv = super().main(*args, **kwargs)
+        except click.exceptions.UsageError as err:
+            if type(err).__name__ == "NoArgsIsHelpError":  # bare `spectune`: the help, as click shows it
+                err.show()
+                sys.exit(ExitCode.USAGE)
+            where = f" (see: {err.ctx.command_path} --help)" if err.ctx is not None else ""
+            click.echo(f"spectune: error: {err.format_message()}{where}", err=True)
+            sys.exit(ExitCode.USAGE)
+        except click.exceptions.ClickException as err:
+            click.echo(f"spectune: error: {err.format_message()}", err=True)
+            sys.exit(err.exit_code)
+        except click.exceptions.Abort:
+            click.echo("spectune: interrupted", err=True)
+            sys.exit(130)
+        except BrokenPipeError:
+            stdout_gone()
+            sys.exit(ExitCode.OK)
+        except (Exception, RecursionError, MemoryError) as exc:  # a bug outside a command's body
+            internal_error(exc)
+        sys.exit(rv if isinstance(rv, int) else ExitCode.OK)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except SpectuneError as err:
             fail(err)
-        except BrokenPipeError:  # `spectune ... | head` is not an error
-            sys.stderr.close()
-            sys.exit(0)
+        except BrokenPipeError:  # `spectune ... | head` is not an error (check keeps its verdict itself)
+            stdout_gone()
+            sys.exit(ExitCode.OK)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except (Exception, RecursionError, MemoryError) as exc:
+            internal_error(exc)
 
 
 @click.group(cls=SpectuneGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -79,15 +150,17 @@ def cli() -> None:
               help="Batch size(s) to evaluate instead of the profile's (repeatable).")
 @click.option("--context", "contexts", multiple=True, type=click.IntRange(1, MAX_CONTEXT),
               help="Context length(s) in tokens instead of the profile's (repeatable).")
-@click.option("--gamma-max", type=click.IntRange(1, 64), help="Largest draft length considered.")
-@click.option("--alpha", type=click.FloatRange(0, 1),
+@click.option("--gamma-max", type=click.IntRange(1, MAX_GAMMA), help="Largest draft length considered.")
+@click.option("--alpha", type=FiniteFloatRange(0, 1),
               help="Override acceptance with an i.i.d. per-token rate.")
 @click.option("--observed", type=click.Path(dir_okay=False),
               help="Acceptance and batch mix from a `spectune observe -o yaml` file.")
 @click.option("--metrics-url", help="Observe this server's /metrics first (see `observe`).")
-@click.option("--window", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+@click.option("--window", type=FiniteFloatRange(MIN_WINDOW_SECONDS, MAX_WINDOW_SECONDS),
+              default=DEFAULT_WINDOW_SECONDS, show_default=True,
               help="With --metrics-url: seconds to observe.")
-@click.option("--interval", type=click.FloatRange(min=0.05), default=5.0, show_default=True,
+@click.option("--interval", type=FiniteFloatRange(MIN_INTERVAL_SECONDS, MAX_WINDOW_SECONDS),
+              default=DEFAULT_INTERVAL_SECONDS, show_default=True,
               help="With --metrics-url: seconds between samples of the running requests.")
 @click.option("--model-name", help="With --metrics-url: the served model to read, when there are several.")
 @click.option("--token-file", type=click.Path(dir_okay=False),
@@ -300,9 +373,9 @@ def widthdepth(profile: str, positions: int, batch: int | None, alpha: float | N
 # --------------------------------------------------------------------------- speedup
 @cli.command()
 @common_options
-@click.option("--alpha", type=click.FloatRange(0, 1), help="i.i.d. per-token acceptance.")
-@click.option("--gamma", type=click.IntRange(0, 64), required=True, help="Draft length.")
-@click.option("--draft-cost", type=click.FloatRange(min=0),
+@click.option("--alpha", type=FiniteFloatRange(0, 1), help="i.i.d. per-token acceptance.")
+@click.option("--gamma", type=click.IntRange(0, MAX_GAMMA), required=True, help="Draft length.")
+@click.option("--draft-cost", type=FiniteFloatRange(*COST_RATIO),
               help="Draft cost ratio c (draft token / target step).")
 @click.option("--drafter", help="Built-in drafter (with --gpu/--model), e.g. ngram.")
 @click.option("--batch", type=click.IntRange(1, MAX_BATCH), help="Batch size, for the roofline speedup.")
@@ -383,11 +456,13 @@ def _batch_mix(values: tuple[str, ...]) -> dict[int, float] | None:
         try:
             if not sep:
                 raise ValueError
-            mix[int(b)] = float(w)
+            batch, weight = int(b), float(w)
         except ValueError:
             raise InputError(f"--batch-mix expects BATCH:WEIGHT (e.g. 32:0.5), got {v!r}") from None
-        if mix[int(b)] < 0 or int(b) < 1:
-            raise InputError(f"--batch-mix {v!r}: batch must be >= 1 and weight >= 0")
+        if not 1 <= batch <= MAX_BATCH or not 0 <= weight < float("inf"):
+            raise InputError(f"--batch-mix {v!r}: batch must be a whole number from 1 to {MAX_BATCH:,} "
+                             "and weight a finite number >= 0")
+        mix[batch] = weight
     return mix or None
 
 
@@ -450,7 +525,7 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
 @click.argument("serving_config", metavar="SERVING_CONFIG")
 @click.option("--profile", required=True,
               help="Deployment profile the configuration serves (file, '-' or shipped example).")
-@click.option("--tolerance", type=click.FloatRange(0, 1), default=0.03, show_default=True,
+@click.option("--tolerance", type=FiniteFloatRange(0, 1), default=DEFAULT_CHECK_TOLERANCE, show_default=True,
               help="Largest acceptable shortfall from the recommended settings' speedup at any point.")
 @output_option()
 def check_command(serving_config: str, profile: str, tolerance: float, fmt: str) -> None:
@@ -478,7 +553,11 @@ def check_command(serving_config: str, profile: str, tolerance: float, fmt: str)
     result = check(conf, dep, tolerance)
     for w in result.warnings:
         click.echo(f"spectune: warning: {w}", err=True)
-    emit(result.document, fmt)
+    try:  # flushed here: a reader that went away must not turn the verdict into 0 (or 120)
+        emit(result.document, fmt)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_gone()
     if result.exit_code:
         click.echo(f"spectune: check failed: {result.document['summary']}", err=True)
         sys.exit(result.exit_code)

@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spectune.acceptance import Acceptance
+from spectune.errors import InputError
 from spectune.hardware import GPU
+from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_POINTS
 from spectune.model import Drafter, Model, MoE
 
 
@@ -111,6 +113,25 @@ class Workload:
 
     batch_sizes: tuple[int, ...]
     context_lengths: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        # The limits hold whatever path the values came by (profile, --batch, an observation):
+        # a grid of points x gammas is evaluated at once, so its size bounds time and memory.
+        problem = workload_problem(self.batch_sizes, self.context_lengths)
+        if problem:
+            raise InputError(problem)
+
+
+def workload_problem(batches: tuple[int, ...], contexts: tuple[int, ...]) -> str | None:
+    """What makes these operating points unusable (None: nothing)."""
+    if any(not 1 <= b <= MAX_BATCH for b in batches):
+        return f"batch sizes must lie in [1, {MAX_BATCH:,}], got {max(batches)}"
+    if any(not 0 <= s <= MAX_CONTEXT for s in contexts):
+        return f"context lengths must lie in [0, {MAX_CONTEXT:,}], got {max(contexts)}"
+    if len(batches) * len(contexts) > MAX_POINTS:
+        return (f"{len(batches)} batch sizes x {len(contexts)} context lengths = "
+                f"{len(batches) * len(contexts):,} operating points; at most {MAX_POINTS:,}")
+    return None
 
 
 @dataclass(frozen=True)

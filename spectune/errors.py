@@ -1,21 +1,22 @@
 """Errors a user can cause or meet, each with the exit code the CLI returns.
 
-Exit codes (documented in the README): 0 success; 1 a `check` gate failed; 2 usage or
-input error (bad profile, unknown name, bad option). The observe subsystem adds its own
-network codes in :mod:`spectune.observe`.
+Exit codes live in one enum, :class:`spectune.exit_codes.ExitCode` (documented in the
+README); the ``EXIT_*`` names below are that enum's members under their old names.
 """
 
 from __future__ import annotations
 
-EXIT_OK = 0
-EXIT_GATE_FAILED = 1
-EXIT_USAGE = 2
+from spectune.exit_codes import ExitCode
+
+EXIT_OK = ExitCode.OK
+EXIT_GATE_FAILED = ExitCode.GATE_FAILED
+EXIT_USAGE = ExitCode.USAGE
 
 
 class SpectuneError(Exception):
     """A problem the user can act on: printed as one line, never as a traceback."""
 
-    exit_code = EXIT_USAGE
+    exit_code: int = EXIT_USAGE
 
     def __init__(self, message: str, exit_code: int | None = None) -> None:
         super().__init__(message)

@@ -8,7 +8,10 @@ experts), Llama-4 (interleaved MoE with a shared expert, chunked attention), hyb
 ``layer_types`` models (Qwen3-Next / Qwen3.5: gated-DeltaNet linear attention), EAGLE-1 and
 EAGLE-3 heads (``LlamaForCausalLMEagle3``); quantization from ``quantization_config`` and
 ``hf_quant_config.json``. Cost-changing fields that are not modelled are refused.
-Pure: takes dicts, returns specs; raises ``ValueError`` with the offending key.
+Pure: takes dicts, returns specs; raises ``ValueError`` with the offending key. Every
+shape (layers, heads, widths, experts, vocabulary) must be a whole number within the
+bounds of :mod:`spectune.limits`: a zero head count or 10^8 layers is refused here, not
+met later as a division by zero or a minutes-long evaluation.
 """
 
 from __future__ import annotations
@@ -17,6 +20,16 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from spectune.inputs import number_problem
+from spectune.limits import (
+    MAX_EXPERTS,
+    MAX_HEAD_DIM,
+    MAX_HEADS,
+    MAX_HIDDEN,
+    MAX_INTERMEDIATE,
+    MAX_LAYERS,
+    MAX_VOCAB,
+)
 from spectune.model import Attention, DenseFFN, LayerGroup, Model, MoE
 
 DTYPE_KEYS = ("weights", "experts", "kv_cache", "lm_head", "activations")
@@ -26,6 +39,24 @@ def _req(cfg: Mapping[str, Any], *keys: str) -> Any:
     for k in keys:
         if cfg.get(k) is not None:
             return cfg[k]
+    raise ValueError(f"config.json has no {' / '.join(keys)}")
+
+
+def _whole(key: str, value: Any, hi: int, lo: int = 1) -> int:
+    problem = number_problem(value, integer=True, lo=lo, hi=hi)
+    if problem:
+        raise ValueError(f"config.json {key}: {problem}")
+    return int(value)
+
+
+def _count(cfg: Mapping[str, Any], *keys: str, hi: int, lo: int = 1, default: int | None = None) -> int:
+    """The first of ``keys`` present, as a whole number in [lo, hi]; ``default`` when none is
+    (ValueError naming the keys when there is no default)."""
+    for k in keys:
+        if cfg.get(k) is not None:
+            return _whole(k, cfg[k], hi, lo)
+    if default is not None:
+        return default
     raise ValueError(f"config.json has no {' / '.join(keys)}")
 
 
@@ -116,11 +147,11 @@ def _gqa_proj(h: int, n_h: int, n_kv: int, d: int, q_in: int | None = None) -> i
 
 
 def _mla(cfg: Mapping[str, Any], h: int, n_h: int) -> Attention:
-    q_lora = cfg.get("q_lora_rank")
-    nope = int(_req(cfg, "qk_nope_head_dim"))
-    rope = int(_req(cfg, "qk_rope_head_dim"))
-    v = int(cfg.get("v_head_dim") or nope)
-    d_c = int(_req(cfg, "kv_lora_rank"))
+    q_lora = _count(cfg, "q_lora_rank", hi=MAX_HIDDEN, default=0)
+    nope = _count(cfg, "qk_nope_head_dim", hi=MAX_HEAD_DIM)
+    rope = _count(cfg, "qk_rope_head_dim", hi=MAX_HEAD_DIM)
+    v = _count(cfg, "v_head_dim", hi=MAX_HEAD_DIM, default=nope) or nope
+    d_c = _count(cfg, "kv_lora_rank", hi=MAX_HIDDEN)
     q = h * q_lora + q_lora * n_h * (nope + rope) if q_lora else h * n_h * (nope + rope)
     proj = q + h * (d_c + rope) + d_c * n_h * (nope + v) + n_h * v * h
     return Attention("mla", n_h, 1, nope + rope, proj, kv_lora_rank=d_c, rope_dim=rope)
@@ -130,8 +161,8 @@ def _dsa(cfg: Mapping[str, Any], h: int, mla: Attention) -> Attention:
     """DeepSeek-V3.2 sparse attention: MLA plus a lightning indexer of ``index_n_heads`` x
     ``index_head_dim`` (wq_b q_lora -> heads*dim, wk h -> dim, weights_proj h -> heads) that
     picks ``index_topk`` positions per query (deepseek-ai/DeepSeek-V3.2-Exp inference/model.py)."""
-    heads = int(_req(cfg, "index_n_heads"))
-    dim = int(_req(cfg, "index_head_dim"))
+    heads = _count(cfg, "index_n_heads", hi=MAX_HEADS)
+    dim = _count(cfg, "index_head_dim", hi=MAX_HEAD_DIM)
     q_lora = int(cfg.get("q_lora_rank") or h)
     idx_proj = q_lora * heads * dim + h * dim + h * heads
     return replace(mla, kind="dsa", proj_params=mla.proj_params + idx_proj,
@@ -139,11 +170,11 @@ def _dsa(cfg: Mapping[str, Any], h: int, mla: Attention) -> Attention:
 
 
 def _moe(cfg: Mapping[str, Any]) -> MoE:
-    n_exp = int(_req(cfg, "n_routed_experts", "num_experts", "num_local_experts"))
-    top_k = int(_req(cfg, "num_experts_per_tok", "experts_per_token"))
-    inter = int(_req(cfg, "moe_intermediate_size", "intermediate_size"))
-    n_shared = int(cfg.get("n_shared_experts") or 0)
-    shared_inter = int(cfg.get("shared_expert_intermediate_size") or 0)
+    n_exp = _count(cfg, "n_routed_experts", "num_experts", "num_local_experts", hi=MAX_EXPERTS)
+    top_k = _count(cfg, "num_experts_per_tok", "experts_per_token", hi=n_exp)
+    inter = _count(cfg, "moe_intermediate_size", "intermediate_size", hi=MAX_INTERMEDIATE)
+    n_shared = _count(cfg, "n_shared_experts", hi=MAX_EXPERTS, lo=0, default=0)
+    shared_inter = _count(cfg, "shared_expert_intermediate_size", hi=MAX_INTERMEDIATE, lo=0, default=0)
     if shared_inter and not n_shared:
         n_shared = 1  # Qwen2-MoE: one shared expert of its own width
     if str(cfg.get("model_type", "")).startswith("llama4") and not n_shared:
@@ -159,22 +190,23 @@ def _v4_layers(cfg: Mapping[str, Any], h: int, n_h: int, ffn: MoE) -> tuple[Laye
     """DeepSeek-V4: ``compress_ratios`` per layer (0 sliding window only, 4 CSA, 128 HCA),
     each with a ``sliding_window`` of uncompressed recent tokens; MLA latent ``head_dim``
     with a ``qk_rope_head_dim`` rope key (seed 000: d_c = 512, d_r = 64)."""
-    d_c = int(_req(cfg, "head_dim"))
-    rope = int(_req(cfg, "qk_rope_head_dim"))
-    q_lora = int(_req(cfg, "q_lora_rank"))
-    o_lora = int(cfg.get("o_lora_rank") or 0)
-    o_groups = int(cfg.get("o_groups") or 1)
-    window = int(cfg.get("sliding_window") or 0)
+    d_c = _count(cfg, "head_dim", hi=MAX_HEAD_DIM)
+    rope = _count(cfg, "qk_rope_head_dim", hi=MAX_HEAD_DIM)
+    q_lora = _count(cfg, "q_lora_rank", hi=MAX_HIDDEN)
+    o_lora = _count(cfg, "o_lora_rank", hi=MAX_HIDDEN, lo=0, default=0)
+    o_groups = _count(cfg, "o_groups", hi=MAX_HEADS, default=1) or 1
+    window = _count(cfg, "sliding_window", hi=2**31, lo=0, default=0)
     q = h * q_lora + q_lora * n_h * (d_c + rope)
     kv = h * (d_c + rope)
     # Grouped low-rank output: each of o_groups maps its heads' values to o_lora, then to h.
     o = (n_h * d_c * o_lora + o_groups * o_lora * h) if o_lora else n_h * d_c * h
     base = q + kv + o
-    idx_heads = int(cfg.get("index_n_heads") or 0)
-    idx_dim = int(cfg.get("index_head_dim") or 0)
+    idx_heads = _count(cfg, "index_n_heads", hi=MAX_HEADS, lo=0, default=0)
+    idx_dim = _count(cfg, "index_head_dim", hi=MAX_HEAD_DIM, lo=0, default=0)
     idx_proj = q_lora * idx_heads * idx_dim + h * idx_dim + h * idx_heads
-    ratios = list(cfg.get("compress_ratios") or [])
-    n_layers = int(_req(cfg, "num_hidden_layers"))
+    ratios = [_whole(f"compress_ratios[{i}]", r, 1 << 20, lo=0)
+              for i, r in enumerate(cfg.get("compress_ratios") or [])]
+    n_layers = _count(cfg, "num_hidden_layers", hi=MAX_LAYERS)
     ratios = (ratios + [0] * n_layers)[:n_layers]
     groups: list[LayerGroup] = []
     for r in ratios:
@@ -223,10 +255,10 @@ def _linear_attention(cfg: Mapping[str, Any], h: int) -> Attention:
     """Gated DeltaNet (Qwen3-Next / Qwen3.5): projections in_proj_qkvz h -> 2*n_k*d_k +
     2*n_v*d_v, in_proj_ba h -> 2*n_v, a depthwise conv over q/k/v of ``linear_conv_kernel_dim``
     taps and out_proj n_v*d_v -> h (transformers ``Qwen3NextGatedDeltaNet``)."""
-    n_k = int(_req(cfg, "linear_num_key_heads"))
-    n_v = int(_req(cfg, "linear_num_value_heads"))
-    d_k = int(_req(cfg, "linear_key_head_dim"))
-    d_v = int(_req(cfg, "linear_value_head_dim"))
+    n_k = _count(cfg, "linear_num_key_heads", hi=MAX_HEADS)
+    n_v = _count(cfg, "linear_num_value_heads", hi=MAX_HEADS)
+    d_k = _count(cfg, "linear_key_head_dim", hi=MAX_HEAD_DIM)
+    d_v = _count(cfg, "linear_value_head_dim", hi=MAX_HEAD_DIM)
     kernel = int(cfg.get("linear_conv_kernel_dim") or 4)
     conv_dim = 2 * n_k * d_k + n_v * d_v
     proj = h * (2 * n_k * d_k + 2 * n_v * d_v) + h * 2 * n_v + conv_dim * kernel + n_v * d_v * h
@@ -266,7 +298,7 @@ def _moe_layers(cfg: Mapping[str, Any], n_layers: int) -> set[int]:
     """Indices of the layers whose FFN is a mixture of experts."""
     if cfg.get("moe_layers") is not None:  # Llama-4's explicit list
         return {int(i) for i in cfg["moe_layers"]}
-    first_dense = int(cfg.get("first_k_dense_replace") or 0)
+    first_dense = _count(cfg, "first_k_dense_replace", hi=MAX_LAYERS, lo=0, default=0)
     dense = set(range(min(first_dense, n_layers)))
     dense |= {int(i) for i in (cfg.get("mlp_only_layers") or [])}
     step = int(cfg.get("interleave_moe_layer_step") or cfg.get("decoder_sparse_step")
@@ -294,12 +326,12 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
             raise ValueError(f"{key}: {what} is not modelled by spectune's cost model")
     arch = " ".join(cfg.get("architectures") or [])
     mtype = str(cfg.get("model_type", ""))
-    h = int(_req(cfg, "hidden_size"))
-    n_h = int(_req(cfg, "num_attention_heads"))
-    n_kv = int(cfg.get("num_key_value_heads") or n_h)
-    d = int(cfg.get("head_dim") or h // n_h)
-    n_layers = int(_req(cfg, "num_hidden_layers"))
-    vocab = int(_req(cfg, "vocab_size"))
+    h = _count(cfg, "hidden_size", hi=MAX_HIDDEN)
+    n_h = _count(cfg, "num_attention_heads", hi=MAX_HEADS)
+    n_kv = _count(cfg, "num_key_value_heads", hi=n_h, default=n_h) or n_h
+    d = _count(cfg, "head_dim", hi=MAX_HEAD_DIM, default=0) or max(h // n_h, 1)
+    n_layers = _count(cfg, "num_hidden_layers", hi=MAX_LAYERS)
+    vocab = _count(cfg, "vocab_size", hi=MAX_VOCAB)
     dt = {**infer_dtypes(cfg), **(dtypes or {})}
     eagle3 = "Eagle3" in arch
 
@@ -322,13 +354,14 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
             moe = _moe(cfg)
             moe_at = _moe_layers(cfg, n_layers)
             # Llama-4's dense layers are wider than its experts: intermediate_size_mlp.
-            dense_inter = int(cfg.get("intermediate_size_mlp") or cfg.get("intermediate_size") or 0)
+            dense_inter = _count(cfg, "intermediate_size_mlp", "intermediate_size", hi=MAX_INTERMEDIATE,
+                                 lo=0, default=0)
             ffns = [moe if i in moe_at else DenseFFN(dense_inter) for i in range(n_layers)]
         else:
-            ffns = [DenseFFN(int(_req(cfg, "intermediate_size")))] * n_layers
+            ffns = [DenseFFN(_count(cfg, "intermediate_size", hi=MAX_INTERMEDIATE))] * n_layers
         types = _layer_types(cfg, mtype, n_layers)
-        window = int(cfg.get("sliding_window") or 0)
-        chunk = int(cfg.get("attention_chunk_size") or 0)
+        window = _count(cfg, "sliding_window", hi=2**31, lo=0, default=0)
+        chunk = _count(cfg, "attention_chunk_size", hi=2**31, lo=0, default=0)
         linear = _linear_attention(cfg, h) if "linear_attention" in types else None
         atts = []
         for kind in types:
@@ -349,7 +382,7 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
                 built.append(LayerGroup(1, a, f))
         groups = tuple(built)
 
-    head_vocab = int(cfg.get("draft_vocab_size") or 0) if eagle3 else 0
+    head_vocab = _count(cfg, "draft_vocab_size", hi=MAX_VOCAB, lo=0, default=0) if eagle3 else 0
     notes = []
     if mtype and mtype not in KNOWN_MODEL_TYPES:
         notes.append(f"model_type {mtype!r} is not a family spectune knows: priced as a plain "

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from functools import cache
@@ -18,11 +17,43 @@ from pathlib import Path
 from typing import Any
 
 from spectune.acceptance import Acceptance
-from spectune.deployment import Deployment, Engine, Parallelism, Workload, parallelism_problem
+from spectune.deployment import (
+    Deployment,
+    Engine,
+    Parallelism,
+    Workload,
+    parallelism_problem,
+    workload_problem,
+)
 from spectune.errors import InputError
 from spectune.hardware import DTYPE_BYTES, GPU, Kernels
 from spectune.hf_config import DTYPE_KEYS, eagle_head, model_from_hf_config
-from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
+from spectune.inputs import (
+    input_file_problem,
+    json_document,
+    number_problem,
+    read_input,
+    short,
+    yaml_document,
+)
+from spectune.limits import (
+    BANDWIDTH_TBPS,
+    COST_RATIO,
+    DEFAULT_GAMMA_MAX,
+    DEFAULT_TIE_TOLERANCE,
+    FRACTION,
+    LINK_GBPS,
+    LINK_LATENCY_US,
+    MAX_BATCH,
+    MAX_CONTEXT,
+    MAX_GAMMA,
+    MAX_GPUS,
+    MAX_POSITIONS,
+    MAX_TIE_TOLERANCE,
+    MEMORY_GB,
+    OVERHEAD_US,
+    PEAK_TFLOPS,
+)
 from spectune.model import DRAFTER_KINDS, UNIFORM, Drafter, Model, MoE, Routing
 
 KINDS = ("gpus", "models", "drafters", "engines")
@@ -74,20 +105,9 @@ def _walk(node: Any, path: KeyPath, lines: dict[KeyPath, int]) -> None:
 
 
 def parse_yaml(text: str, file: str) -> Doc:
-    """Parse YAML text, keeping the line of each key. Syntax errors become InputError."""
-    import yaml
-
-    # libyaml's C parser when the wheel has it: 5-10x faster on large config.json blocks.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
-    try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(f"not valid YAML: {problem}", file, mark.line + 1 if mark else None) from None
-    finally:
-        loader.dispose()
+    """Parse YAML text (bounded and checked by :mod:`spectune.inputs`), keeping the line of
+    each key. Every problem becomes InputError."""
+    data, node = yaml_document(text, file)
     lines: dict[KeyPath, int] = {}
     if node is not None:
         _walk(node, (), lines)
@@ -95,14 +115,9 @@ def parse_yaml(text: str, file: str) -> Doc:
 
 
 def read_text(path: str | Path) -> str:
-    """The UTF-8 text of ``path``; InputError (exit 2) naming ``path`` as given when it is
-    missing or unreadable."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
+    """The UTF-8 text of ``path`` (``-``: stdin), bounded; InputError (exit 2) naming ``path``
+    as given when it is missing, unreadable, not a regular file, too large or not UTF-8."""
+    return read_input(str(path))
 
 
 def read_doc(path: Path) -> Doc:
@@ -117,9 +132,10 @@ def _check_keys(doc: Doc, path: KeyPath, value: Any, allowed: tuple[str, ...],
                               f"got {type(value).__name__}")
     for key in value:
         if key not in allowed:
+            key = str(key)
             close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.5)
             hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(allowed)}"
-            raise doc.error((*path, key), f"unknown key {key!r}{hint}")
+            raise doc.error((*path, key), f"unknown key {short(key)}{hint}")
     for key in required:
         if key not in value:
             raise doc.error(path, f"missing required key {key!r}")
@@ -127,15 +143,15 @@ def _check_keys(doc: Doc, path: KeyPath, value: Any, allowed: tuple[str, ...],
 
 
 def _number(doc: Doc, path: KeyPath, value: Any, *, positive: bool = True, integer: bool = False,
-            lo: float | None = None, hi: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise doc.error(path, f"expected a {'whole ' if integer else ''}number, got {value!r}")
-    if integer and int(value) != value:
-        raise doc.error(path, f"expected a whole number, got {value!r}")
-    if positive and value <= 0:
-        raise doc.error(path, f"expected a number > 0, got {value!r}")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise doc.error(path, f"expected a number in [{lo}, {hi}], got {value!r}")
+            lo: float | None = None, hi: float | None = None,
+            bounds: tuple[float, float] | None = None) -> float:
+    """A finite number (whole with ``integer``; > 0 with ``positive``; in [lo, hi] or
+    ``bounds``, a (lo, hi) pair from :mod:`spectune.limits`)."""
+    if bounds is not None:
+        lo, hi = bounds
+    problem = number_problem(value, integer=integer, positive=positive, lo=lo, hi=hi)
+    if problem:
+        raise doc.error(path, problem)
     return float(value)
 
 
@@ -143,14 +159,14 @@ def _int_list(doc: Doc, path: KeyPath, value: Any, hi: float) -> tuple[int, ...]
     if isinstance(value, int) and not isinstance(value, bool):
         value = [value]
     if not isinstance(value, list) or not value:
-        raise doc.error(path, f"expected a non-empty list of whole numbers, got {value!r}")
+        raise doc.error(path, f"expected a non-empty list of whole numbers, got {short(value)}")
     return tuple(int(_number(doc, (*path, str(i)), v, integer=True, lo=1, hi=hi))
                  for i, v in enumerate(value))
 
 
 def _str(doc: Doc, path: KeyPath, value: Any) -> str:
     if not isinstance(value, str) or not value:
-        raise doc.error(path, f"expected a non-empty string, got {value!r}")
+        raise doc.error(path, f"expected a non-empty string, got {short(value)}")
     return value
 
 
@@ -195,6 +211,14 @@ def builtin_path(kind: str, name: str, doc: Doc | None = None, path: KeyPath = (
     raise InputError(msg)
 
 
+def builtin_aliases(kind: str, name: str) -> list[str]:
+    """Every name and alias of the built-in profile ``name`` answers to (empty when it is
+    not a built-in)."""
+    index = _index(kind)
+    f = index.get(name.lower())
+    return sorted(k for k, v in index.items() if v == f) if f is not None else []
+
+
 GPU_KEYS = ("name", "aliases", "memory_gb", "memory_bytes", "hbm_bandwidth_tbps", "peak_tflops",
             "link_bandwidth_gbps", "link_latency_us", "achievable", "confidence", "notes",
             "kernels")
@@ -219,25 +243,28 @@ def gpu_from_mapping(doc: Doc, path: KeyPath, value: Any, key: str = "custom") -
                     ("memory_gb", "hbm_bandwidth_tbps", "peak_tflops", "link_bandwidth_gbps"))
     peaks = _check_keys(doc, (*path, "peak_tflops"), v["peak_tflops"],
                         ("bf16", "fp16", "fp8", "fp4", "int8", "fp6", "bf16_fp16acc"))
-    flops = {k: _number(doc, (*path, "peak_tflops", k), x) * 1e12
+    flops = {k: _number(doc, (*path, "peak_tflops", k), x, bounds=PEAK_TFLOPS) * 1e12
              for k, x in peaks.items() if x is not None}
     if "bf16" not in flops:
         raise doc.error((*path, "peak_tflops"), "expected at least a bf16 peak")
     ach = _check_keys(doc, (*path, "achievable"), v.get("achievable") or {},
                       ("bandwidth_fraction", "flops_fraction"))
-    fr = {k: _number(doc, (*path, "achievable", k), x, lo=0.01, hi=1.0) for k, x in ach.items()}
+    fr = {k: _number(doc, (*path, "achievable", k), x, bounds=FRACTION) for k, x in ach.items()}
     return GPU(
         key=key,
         name=str(v.get("name") or key),
         # memory_bytes: the exact capacity where known (NVIDIA's "80 GB" is 80 GiB), else GB.
-        memory_bytes=(_number(doc, (*path, "memory_bytes"), v["memory_bytes"])
+        memory_bytes=(_number(doc, (*path, "memory_bytes"), v["memory_bytes"],
+                              bounds=(MEMORY_GB[0] * 1e9, MEMORY_GB[1] * 1e9))
                       if "memory_bytes" in v
-                      else _number(doc, (*path, "memory_gb"), v["memory_gb"]) * 1e9),
-        hbm_bandwidth=_number(doc, (*path, "hbm_bandwidth_tbps"), v["hbm_bandwidth_tbps"]) * 1e12,
+                      else _number(doc, (*path, "memory_gb"), v["memory_gb"], bounds=MEMORY_GB) * 1e9),
+        hbm_bandwidth=_number(doc, (*path, "hbm_bandwidth_tbps"), v["hbm_bandwidth_tbps"],
+                              bounds=BANDWIDTH_TBPS) * 1e12,
         peak_flops=flops,
-        link_bandwidth=_number(doc, (*path, "link_bandwidth_gbps"), v["link_bandwidth_gbps"]) * 1e9,
+        link_bandwidth=_number(doc, (*path, "link_bandwidth_gbps"), v["link_bandwidth_gbps"],
+                               bounds=LINK_GBPS) * 1e9,
         link_latency=_number(doc, (*path, "link_latency_us"), v.get("link_latency_us", 0.0),
-                             positive=False) * 1e-6,
+                             positive=False, bounds=LINK_LATENCY_US) * 1e-6,
         bandwidth_fraction=fr.get("bandwidth_fraction", 1.0),
         flops_fraction=fr.get("flops_fraction", 1.0),
         notes=(str(v["notes"]),) if v.get("notes") else (),
@@ -266,7 +293,7 @@ def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None
     def us(k: str, default: float) -> float:
         if k not in v:
             return default
-        return _number(doc, (*path, k), v[k], positive=False) * 1e-6
+        return _number(doc, (*path, k), v[k], positive=False, bounds=OVERHEAD_US) * 1e-6
 
     b = base or Engine("", 0.0, 0.0, 0.0, 0.0)
     return Engine(
@@ -349,20 +376,17 @@ def _read_config_json(doc: Doc, path: KeyPath, ref: str) -> dict[str, Any]:
     f = Path(ref)
     if not f.is_absolute():
         f = Path(doc.file).parent / f if doc.file not in ("<inline>", "<stdin>") else f
-    try:
-        data = json.loads(f.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise doc.error(path, f"config.json not found: {f}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc.msg}", str(f), exc.lineno) from None
+    if not f.exists():
+        raise doc.error(path, f"config.json not found: {f}")
+    problem = input_file_problem(str(f))
+    if problem:
+        raise doc.error(path, problem)
+    data = json_document(read_input(str(f)), str(f))
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", str(f), 1)
     quant = f.parent / "hf_quant_config.json"  # NVIDIA ModelOpt checkpoints keep it beside
     if quant.is_file() and "hf_quant_config" not in data:
-        try:
-            data["hf_quant_config"] = json.loads(quant.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON: {exc.msg}", str(quant), exc.lineno) from None
+        data["hf_quant_config"] = json_document(read_input(str(quant)), str(quant))
     return data
 
 
@@ -383,7 +407,7 @@ def model_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str = 
     try:
         model = _warned(model_from_hf_config(cfg, str(v.get("name") or default_name), dtypes,
                                              doc.file))
-    except (ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, ZeroDivisionError, OverflowError) as exc:
         raise doc.error(cfg_path, str(exc)) from None
     if "routing" in v:
         model = replace(model, routing=routing_from_value(doc, (*path, "routing"), v["routing"], model))
@@ -407,7 +431,7 @@ def load_model(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Model:
         cfg = _read_config_json(d, path, ref)
         try:
             return _warned(model_from_hf_config(cfg, Path(ref).parent.name or ref, None, ref))
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, ZeroDivisionError, OverflowError) as exc:
             raise InputError(str(exc), ref) from None
     f = builtin_path("models", ref, doc, path)
     d = read_doc(f)
@@ -440,7 +464,7 @@ def drafter_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str 
     if kind == "cost_ratio":
         if "cost_ratio" not in v:
             raise doc.error(path, "a cost_ratio drafter needs 'cost_ratio' (draft token cost / step cost)")
-        cost_ratio = _number(doc, (*path, "cost_ratio"), v["cost_ratio"], positive=False)
+        cost_ratio = _number(doc, (*path, "cost_ratio"), v["cost_ratio"], positive=False, bounds=COST_RATIO)
     if kind in ("draft_model", "eagle", "eagle3", "mtp") and model is None:
         raise doc.error(path, f"a {kind} drafter needs 'hf_config', 'config' or 'model'")
     if kind == "eagle" and model is not None:
@@ -505,7 +529,9 @@ def acceptance_from_mapping(doc: Doc, path: KeyPath, value: Any) -> Acceptance:
     if kind in ("per_position", "marginal"):
         seq = v[kind]
         if not isinstance(seq, list) or not seq:
-            raise doc.error((*path, kind), f"expected a non-empty list of rates in [0, 1], got {seq!r}")
+            raise doc.error((*path, kind), f"expected a non-empty list of rates in [0, 1], got {short(seq)}")
+        if len(seq) > MAX_POSITIONS:
+            raise doc.error((*path, kind), f"{len(seq)} positions; at most {MAX_POSITIONS}")
         rates = [_number(doc, (*path, kind, str(i)), x, positive=False, lo=0.0, hi=1.0)
                  for i, x in enumerate(seq)]
         if kind == "marginal":
@@ -515,7 +541,7 @@ def acceptance_from_mapping(doc: Doc, path: KeyPath, value: Any) -> Acceptance:
         return Acceptance(tuple(rates), src or "stated per-position (conditional)")
     if "drafts" not in v:
         raise doc.error(path, "mean_length needs 'drafts': the number of draft tokens it was measured with")
-    k = int(_number(doc, (*path, "drafts"), v["drafts"], integer=True))
+    k = int(_number(doc, (*path, "drafts"), v["drafts"], integer=True, lo=1, hi=MAX_GAMMA))
     tau = _number(doc, (*path, "mean_length"), v["mean_length"], lo=1.0, hi=k + 1.0)
     return Acceptance.from_mean_length(tau, k, src or "stated mean acceptance length")
 
@@ -526,7 +552,7 @@ def _resolve(doc: Doc, path: KeyPath, value: Any, loader: Callable[..., Any],
         return loader(value, doc, path)
     if isinstance(value, dict):
         return from_mapping(doc, path, value)
-    raise doc.error(path, f"expected a built-in name or a mapping, got {value!r}")
+    raise doc.error(path, f"expected a built-in name or a mapping, got {short(value)}")
 
 
 def deployment_from_doc(doc: Doc) -> Deployment:
@@ -534,7 +560,7 @@ def deployment_from_doc(doc: Doc) -> Deployment:
     gpu: GPU = _resolve(doc, ("gpu",), v["gpu"], load_gpu, gpu_from_mapping)
     if "achievable" in v:
         ach = _check_keys(doc, ("achievable",), v["achievable"], ("bandwidth_fraction", "flops_fraction"))
-        fractions = {k: _number(doc, ("achievable", k), x, lo=0.01, hi=1.0) for k, x in ach.items()}
+        fractions = {k: _number(doc, ("achievable", k), x, bounds=FRACTION) for k, x in ach.items()}
         # Overridden fractions replace the measured kernel efficiencies too (default_kernels).
         gpu = replace(gpu, bandwidth_fraction=fractions.get("bandwidth_fraction", gpu.bandwidth_fraction),
                       flops_fraction=fractions.get("flops_fraction", gpu.flops_fraction), kernels=None)
@@ -567,14 +593,20 @@ def deployment_from_doc(doc: Doc) -> Deployment:
 
     wl = _check_keys(doc, ("workload",), v["workload"], ("batch_sizes", "context_lengths"),
                      ("batch_sizes", "context_lengths"))
-    workload = Workload(_int_list(doc, ("workload", "batch_sizes"), wl["batch_sizes"], MAX_BATCH),
-                        _int_list(doc, ("workload", "context_lengths"), wl["context_lengths"], MAX_CONTEXT))
+    batches = _int_list(doc, ("workload", "batch_sizes"), wl["batch_sizes"], MAX_BATCH)
+    contexts = _int_list(doc, ("workload", "context_lengths"), wl["context_lengths"], MAX_CONTEXT)
+    problem = workload_problem(batches, contexts)
+    if problem:
+        raise doc.error(("workload",), problem)
+    workload = Workload(batches, contexts)
     if "acceptance" not in v and drafter.kind != "ngram":
         raise doc.error((), "missing required key 'acceptance' (alpha, per_position, marginal "
                             "or mean_length), or pass --observed / --metrics-url")
     acceptance = acceptance_from_mapping(doc, ("acceptance",), v.get("acceptance", 0.5))
-    gamma_max = int(_number(doc, ("gamma_max",), v.get("gamma_max", 8), integer=True, lo=1, hi=64))
-    tol = _number(doc, ("tie_tolerance",), v.get("tie_tolerance", 0.01), positive=False, lo=0, hi=0.5)
+    gamma_max = int(_number(doc, ("gamma_max",), v.get("gamma_max", DEFAULT_GAMMA_MAX), integer=True,
+                            lo=1, hi=MAX_GAMMA))
+    tol = _number(doc, ("tie_tolerance",), v.get("tie_tolerance", DEFAULT_TIE_TOLERANCE), positive=False,
+                  lo=0, hi=MAX_TIE_TOLERANCE)
     name = str(v.get("name") or Path(doc.file).stem)
     slo = None
     if "slo" in v:
@@ -586,10 +618,8 @@ def deployment_from_doc(doc: Doc) -> Deployment:
 
 def load_deployment(ref: str) -> Deployment:
     """A deployment profile from a YAML file, ``-`` (stdin), or a shipped example's name."""
-    import sys
-
     if ref == "-":
-        return deployment_from_doc(parse_yaml(sys.stdin.read(), "<stdin>"))
+        return deployment_from_doc(parse_yaml(read_input("-"), "<stdin>"))
     p = Path(ref)
     if not p.exists() and not ref.endswith((".yaml", ".yml")):
         ex = examples_dir() / f"{ref}.yaml"

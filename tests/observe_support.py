@@ -111,6 +111,9 @@ class Reply:
     body: str | bytes = ""
     content_type: str = PROM
     delay: float = 0.0  # seconds before answering
+    trickle: float = 0.0  # seconds between body bytes (a slow body), 0: all at once
+    stream: int = 0  # send this many bytes of comment lines instead of ``body`` (a huge body)
+    declared: int | None = None  # Content-Length to announce (default: the real length)
 
 
 @dataclass
@@ -122,6 +125,7 @@ class MetricsServer:
     requests: list[dict[str, Any]] = field(default_factory=list)
     hits: int = 0
     tls: tuple[str, str] | None = None  # (certificate, key) PEM files: serve HTTPS
+    other: dict[str, Reply] = field(default_factory=dict)  # replies for other paths (/version)
 
     def __post_init__(self) -> None:
         owner = self
@@ -130,7 +134,9 @@ class MetricsServer:
             def do_GET(self) -> None:
                 with owner._lock:
                     owner.requests.append({"path": self.path, "headers": dict(self.headers)})
-                    if self.path.split("?")[0] != "/metrics":
+                    if self.path.split("?")[0] in owner.other:
+                        reply = owner.other[self.path.split("?")[0]]
+                    elif self.path.split("?")[0] != "/metrics":
                         reply = Reply(404, "not found", "text/plain")
                     else:
                         reply = owner.script(owner.hits)
@@ -138,13 +144,26 @@ class MetricsServer:
                 if reply.delay:
                     time.sleep(reply.delay)
                 body = reply.body.encode() if isinstance(reply.body, str) else reply.body
+                length = reply.stream or len(body)
                 try:
                     self.send_response(reply.status)
                     self.send_header("Content-Type", reply.content_type)
-                    self.send_header("Content-Length", str(len(body)))
+                    self.send_header("Content-Length", str(reply.declared or length))
                     self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
+                    if reply.stream:
+                        chunk = b"# padding\n" * 6554  # ~64 KiB of comment lines
+                        sent = 0
+                        while sent < reply.stream:
+                            self.wfile.write(chunk[:reply.stream - sent])
+                            sent += len(chunk)
+                    elif reply.trickle:
+                        for i in range(len(body)):
+                            self.wfile.write(body[i:i + 1])
+                            self.wfile.flush()
+                            time.sleep(reply.trickle)
+                    else:
+                        self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError, OSError):
                     pass
 
             def log_message(self, *args: Any) -> None:

@@ -104,14 +104,14 @@ def test_garbage_text_has_no_engine_command(runner: CliRunner, tmp_path: Path) -
 
 def test_unclosed_quote_names_the_line(runner: CliRunner, tmp_path: Path) -> None:
     f = tmp_path / "serve.sh"
-    f.write_text("set -e\n\nvllm serve m \\\n  --speculative-config '{\"method\": \"ngram\"\n")
+    f.write_text("set -e\n\nvllm serve llama-3.1-8b \\\n  --speculative-config '{\"method\": \"ngram\"\n")
     res = check(runner, f)
     assert res.exit_code == 2 and f"{f}:4:" in res.stderr
 
 
 def test_bad_json_in_speculative_config(runner: CliRunner, tmp_path: Path) -> None:
     f = tmp_path / "serve.sh"
-    f.write_text("# launch\nvllm serve m --speculative-config '{method: ngram}'\n")
+    f.write_text("# launch\nvllm serve llama-3.1-8b --speculative-config '{method: ngram}'\n")
     res = check(runner, f)
     assert res.exit_code == 2 and f"{f}:2:" in res.stderr and "not valid JSON" in res.stderr
 
@@ -131,7 +131,7 @@ def test_shell_script_with_continuations_quotes_and_comments(tmp_path: Path) -> 
         "#!/usr/bin/env bash\n"
         "# start the server\n"
         "export HF_HOME=/data  # cache\n"
-        "CUDA_VISIBLE_DEVICES=0 exec vllm serve meta-llama/Llama-3.1-8B-Instruct \\\n"
+        "CUDA_VISIBLE_DEVICES=0 exec vllm serve llama-3.1-8b \\\n"
         "    --port 8000 \\\n"
         "    --speculative_config \"{\\\"method\\\": \\\"ngram\\\", \\\"num_speculative_tokens\\\": 3}\" \\\n"
         "    2>&1 | tee /var/log/vllm.log\n")
@@ -141,7 +141,7 @@ def test_shell_script_with_continuations_quotes_and_comments(tmp_path: Path) -> 
 
 def test_python_module_entrypoint_and_short_alias(tmp_path: Path) -> None:
     f = tmp_path / "cmd.txt"
-    f.write_text("python3 -m vllm.entrypoints.openai.api_server --model m -sc "
+    f.write_text("python3 -m vllm.entrypoints.openai.api_server --model llama-3.1-8b -sc "
                  "'{\"method\":\"eagle3\",\"model\":\"x/EAGLE3-y\",\"num_speculative_tokens\":4}'\n")
     conf = read_serving_config(str(f))
     assert (conf.method, conf.model, conf.gamma) == ("eagle3", "x/EAGLE3-y", 4)
@@ -149,14 +149,14 @@ def test_python_module_entrypoint_and_short_alias(tmp_path: Path) -> None:
 
 def test_dotted_keys_and_top_level_aliases(tmp_path: Path) -> None:
     f = tmp_path / "a.sh"
-    f.write_text("vllm serve m --speculative-config.method ngram "
+    f.write_text("vllm serve llama-3.1-8b --speculative-config.method ngram "
                  "--speculative-config.num_speculative_tokens 5\n")
     conf = read_serving_config(str(f))
     assert (conf.method, conf.gamma) == ("ngram", 5)
-    f.write_text("vllm serve m --spec-method eagle3 --spec-model a/b --spec-tokens 3\n")
+    f.write_text("vllm serve llama-3.1-8b --spec-method eagle3 --spec-model a/b --spec-tokens 3\n")
     conf = read_serving_config(str(f))
     assert (conf.method, conf.model, conf.gamma) == ("eagle3", "a/b", 3)
-    f.write_text("vllm serve m --spec-tokens 3 --speculative-config "
+    f.write_text("vllm serve llama-3.1-8b --spec-tokens 3 --speculative-config "
                  "'{\"method\":\"ngram\",\"num_speculative_tokens\":2}'\n")
     with pytest.raises(InputError, match="mutually exclusive"):
         read_serving_config(str(f))
@@ -164,7 +164,7 @@ def test_dotted_keys_and_top_level_aliases(tmp_path: Path) -> None:
 
 def test_method_inferred_from_the_model_name_as_vllm_does(tmp_path: Path) -> None:
     f = tmp_path / "a.sh"
-    f.write_text("vllm serve m --speculative-config "
+    f.write_text("vllm serve llama-3.1-8b --speculative-config "
                  "'{\"model\":\"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\",\"num_speculative_tokens\":2}'\n")
     conf = read_serving_config(str(f))
     assert conf.method == "eagle3" and any("infers" in w for w in conf.warnings)
@@ -174,16 +174,16 @@ def test_config_file_inside_the_command_line(tmp_path: Path) -> None:
     (tmp_path / "base.yaml").write_text("speculative-config:\n  method: ngram\n  num_speculative_tokens: 6\n"
                                         "data-parallel-size: 1\n")
     f = tmp_path / "run.sh"
-    f.write_text("vllm serve m --config base.yaml\n")
+    f.write_text("vllm serve llama-3.1-8b --config base.yaml\n")
     assert read_serving_config(str(f)).gamma == 6
-    f.write_text("vllm serve m --config base.yaml --speculative-config "
+    f.write_text("vllm serve llama-3.1-8b --config base.yaml --speculative-config "
                  "'{\"method\":\"ngram\",\"num_speculative_tokens\":2}'\n")
     assert read_serving_config(str(f)).gamma == 2  # command line > config file
 
 
 def test_no_speculative_config_means_speculation_off(runner: CliRunner, tmp_path: Path) -> None:
     f = tmp_path / "plain.yaml"
-    f.write_text("model: meta-llama/Llama-3.1-8B-Instruct\nport: 8000\n")
+    f.write_text("model: llama-3.1-8b\nport: 8000\n")
     res = check(runner, f, "-o", "json")
     assert res.exit_code == 1  # the profile says speculation pays ~1.5x
     doc = doc_of(res)
@@ -196,7 +196,7 @@ def test_schedule_is_evaluated_per_batch_size(runner: CliRunner, tmp_path: Path)
             "num_speculative_tokens": 8,
             "num_speculative_tokens_per_batch_size": [[1, 16, 2], [17, 100, 8], [129, 1024, 2]]}
     f = tmp_path / "serve.yaml"
-    f.write_text(yaml.safe_dump({"model": "m", "speculative-config": spec}))
+    f.write_text(yaml.safe_dump({"model": "llama-3.1-8b", "speculative-config": spec}))
     doc = doc_of(check(runner, f, "-o", "json"))
     got = {p["batch"]: p["configured_gamma"] for p in doc["points"]}
     assert got == {1: 2, 8: 2, 32: 8, 128: 8, 512: 2}  # 128 falls in the gap: previous K
@@ -205,7 +205,7 @@ def test_schedule_is_evaluated_per_batch_size(runner: CliRunner, tmp_path: Path)
 
 def test_data_parallel_turns_the_schedule_off(tmp_path: Path) -> None:
     f = tmp_path / "serve.sh"
-    f.write_text("vllm serve m -dp 4 --speculative-config "
+    f.write_text("vllm serve llama-3.1-8b -dp 4 --speculative-config "
                  "'{\"method\":\"ngram\",\"num_speculative_tokens\":4,"
                  "\"num_speculative_tokens_per_batch_size\":[[1,8,4],[9,4096,1]]}'\n")
     conf = read_serving_config(str(f))
@@ -218,7 +218,7 @@ def test_invalid_schedule_is_refused_like_vllm(tmp_path: Path) -> None:
     f = tmp_path / "serve.sh"
     for sched, msg in (("[[2,8,4]]", "start at batch size 1"), ("[[1,8,4],[8,9,2]]", "overlap"),
                        ("[[1,8,-1]]", "K >= 0")):
-        f.write_text(f"vllm serve m --speculative-config '{{\"method\":\"ngram\","
+        f.write_text(f"vllm serve llama-3.1-8b --speculative-config '{{\"method\":\"ngram\","
                      f"\"num_speculative_tokens\":4,\"num_speculative_tokens_per_batch_size\":{sched}}}'\n")
         with pytest.raises(InputError, match=msg):
             read_serving_config(str(f))
@@ -226,7 +226,7 @@ def test_invalid_schedule_is_refused_like_vllm(tmp_path: Path) -> None:
 
 def test_gamma_beyond_gamma_max_is_evaluated_on_an_extended_grid(runner: CliRunner, tmp_path: Path) -> None:
     f = tmp_path / "serve.sh"
-    f.write_text("vllm serve m --speculative-config '{\"method\":\"eagle3\",\"model\":"
+    f.write_text("vllm serve llama-3.1-8b --speculative-config '{\"method\":\"eagle3\",\"model\":"
                  "\"lmsys/SGLang-EAGLE3-Llama-3.1-8B-Instruct-SpecForge\",\"num_speculative_tokens\":12}'\n")
     res = check(runner, f, "-o", "json")
     assert res.exit_code == 1
@@ -235,11 +235,65 @@ def test_gamma_beyond_gamma_max_is_evaluated_on_an_extended_grid(runner: CliRunn
     assert any("extended to 12" in n for n in doc["notes"])
 
 
-def test_method_mismatch_warns(runner: CliRunner, tmp_path: Path) -> None:
+def test_method_mismatch_fails(runner: CliRunner, tmp_path: Path) -> None:
+    """Issue 10: another draft method is another deployment (was a warning): exit 2, both sides named."""
     f = tmp_path / "serve.sh"
-    f.write_text("vllm serve m --speculative-config '{\"method\":\"ngram\",\"num_speculative_tokens\":2}'\n")
+    f.write_text("vllm serve llama-3.1-8b --speculative-config "
+                 "'{\"method\":\"ngram\",\"num_speculative_tokens\":2}'\n")
     res = check(runner, f)
-    assert "configured drafter method 'ngram' differs" in res.stderr
+    assert res.exit_code == 2, res.output
+    assert "draft method: 'ngram' configured" in res.stderr and "eagle3" in res.stderr
+    assert res.stdout == "" and len(res.stderr.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- the deployment itself
+QWEN = ("vllm serve Qwen/Qwen3-8B --tensor-parallel-size 1 --speculative-config "
+        "'{\"method\":\"eagle3\",\"model\":\"x/eagle3\",\"num_speculative_tokens\":2}'\n")
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    # the issue's case: Llama-3.1-70B at TP8 with n-gram, checked against another profile
+    ("vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 8 --speculative-config "
+     "'{\"method\":\"ngram\",\"num_speculative_tokens\":3}'\n",
+     ["model: the configuration serves 'meta-llama/Llama-3.1-70B-Instruct'", "'Llama-3.1-8B'",
+      "tensor parallelism: 8 configured, 1 in the profile", "draft method: 'ngram'"]),
+    (QWEN, ["model: the configuration serves 'Qwen/Qwen3-8B', the profile is for 'Llama-3.1-8B'"]),
+    ("vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 2 --speculative-config " + SPEC2.join("''") + "\n",
+     ["tensor parallelism: 2 configured, 1"]),
+    ("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --speculative-algorithm EAGLE3 "
+     "--speculative-num-steps 2 --speculative-eagle-topk 1 --speculative-num-draft-tokens 3\n",
+     ["engine: the configuration runs SGLang, the profile prices 'vllm'"]),
+])
+def test_another_deployment_fails_naming_both_sides(runner: CliRunner, tmp_path: Path, text: str,
+                                                    says: list[str]) -> None:
+    f = tmp_path / "serve.sh"
+    f.write_text(text)
+    res = check(runner, f, "-o", "json")
+    assert res.exit_code == 2, res.output
+    assert res.stdout == "" and len(res.stderr.strip().splitlines()) == 1
+    assert f"{f}:1: the serving configuration is not the profile's deployment" in res.stderr
+    for s in says:
+        assert s in res.stderr
+
+
+@pytest.mark.parametrize("served", ["meta-llama/Llama-3.1-8B-Instruct", "llama3.1-8b",
+                                    "/models/Meta-Llama-3.1-8B-Instruct-FP8", "meta-llama/Meta-Llama-3.1-8B"])
+def test_the_same_model_by_another_name_passes(runner: CliRunner, tmp_path: Path, served: str) -> None:
+    f = tmp_path / "serve.sh"
+    f.write_text(f"vllm serve {served} --speculative-config " + SPEC2.join("''") + "\n")
+    res = check(runner, f)
+    assert res.exit_code == 0, res.output
+
+
+def test_expert_parallelism_is_compared_for_moe_models(runner: CliRunner, tmp_path: Path) -> None:
+    prof = str(CI.parent / "deepseek-v4-flash-8xb200-ep.yaml")
+    f = tmp_path / "serve.sh"
+    f.write_text("vllm serve deepseek-ai/DeepSeek-V4-Flash -dp 8 --speculative-config "
+                 "'{\"method\":\"mtp\",\"num_speculative_tokens\":1}'\n")
+    res = check(runner, f, prof=prof)
+    assert res.exit_code == 2 and "expert parallelism: off configured, ep = 8" in res.stderr, res.output
+    f.write_text(f.read_text().replace("-dp 8", "-dp 8 --enable-expert-parallel"))
+    assert "expert parallelism" not in check(runner, f, prof=prof).stderr
 
 
 def test_slowdown_fails_even_within_tolerance(runner: CliRunner) -> None:
@@ -251,7 +305,7 @@ def test_slowdown_fails_even_within_tolerance(runner: CliRunner) -> None:
 
 def test_tolerance_changes_the_verdict(runner: CliRunner, tmp_path: Path) -> None:
     f = tmp_path / "serve.sh"  # gamma 3 where 2 is best: a few percent short, never slower
-    f.write_text("vllm serve m --speculative-config '" + SPEC2.replace(": 2}", ": 3}") + "'\n")
+    f.write_text("vllm serve llama-3.1-8b --speculative-config '" + SPEC2.replace(": 2}", ": 3}") + "'\n")
     doc = doc_of(check(runner, f, "-o", "json", "--tolerance", "0.5"))
     assert doc["verdict"] == "pass"
     worst = doc["worst"]["shortfall"]
@@ -269,7 +323,8 @@ def test_multi_document_manifest_with_env_expansion(tmp_path: Path) -> None:
         "  - name: sidecar\n    image: busybox\n    command: [sleep, infinity]\n"
         "  - name: server\n    image: vllm/vllm-openai:v0.11.0\n"
         "    env: [{name: K, value: '3'}]\n"
-        "    args: [m, --speculative-config, '{\"method\":\"ngram\",\"num_speculative_tokens\":$(K)}']\n")
+        "    args: [llama-3.1-8b, --speculative-config,"
+        " '{\"method\":\"ngram\",\"num_speculative_tokens\":$(K)}']\n")
     conf = read_serving_config(str(f))
     assert (conf.form, conf.method, conf.gamma, conf.line) == ("kubernetes", "ngram", 3, 17)
 
@@ -291,7 +346,8 @@ def sglang_profile(tmp_path: Path) -> str:
 
 def test_sglang_command_line(runner: CliRunner, tmp_path: Path) -> None:
     f = tmp_path / "launch.sh"
-    f.write_text("python -m sglang.launch_server --model-path m --speculative-algorithm EAGLE3 \\\n"
+    f.write_text("python -m sglang.launch_server --model-path llama-3.1-8b "
+                 "--speculative-algorithm EAGLE3 \\\n"
                  "  --speculative-draft-model-path x/eagle3 --speculative-num-steps 3 \\\n"
                  "  --speculative-eagle-topk 1 --speculative-num-draft-tokens 4\n")
     conf = read_serving_config(str(f))
@@ -303,11 +359,11 @@ def test_sglang_command_line(runner: CliRunner, tmp_path: Path) -> None:
 
 def test_sglang_partial_triple_is_refused(tmp_path: Path) -> None:
     f = tmp_path / "launch.sh"
-    f.write_text("python -m sglang.launch_server --model-path m --speculative-algorithm EAGLE "
+    f.write_text("python -m sglang.launch_server --model-path llama-3.1-8b --speculative-algorithm EAGLE "
                  "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4\n")
     with pytest.raises(InputError, match="partial SGLang speculative triple"):
         read_serving_config(str(f))
-    f.write_text("python -m sglang.launch_server --model-path m --speculative-algorithm EAGLE "
+    f.write_text("python -m sglang.launch_server --model-path llama-3.1-8b --speculative-algorithm EAGLE "
                  "--speculative-num-steps 3\n")
     with pytest.raises(InputError, match="partial"):
         read_serving_config(str(f))
@@ -319,7 +375,7 @@ def test_sglang_recommended_flags_pass_the_gate(runner: CliRunner, tmp_path: Pat
     adaptive = runner.invoke(cli, ["emit", prof, "sglang-adaptive-config"]).stdout
     (tmp_path / "spectune-sglang-adaptive.json").write_text(adaptive)
     f = tmp_path / "launch.sh"
-    f.write_text(f"python3 -m sglang.launch_server --model-path m {flags}\n")
+    f.write_text(f"python3 -m sglang.launch_server --model-path llama-3.1-8b {flags}\n")
     res = check(runner, f, "-o", "json", prof=prof)
     assert res.exit_code == 0, res.output
     doc = doc_of(res)
@@ -329,7 +385,7 @@ def test_sglang_recommended_flags_pass_the_gate(runner: CliRunner, tmp_path: Pat
 
 def test_sglang_fix_carries_the_adaptive_config(runner: CliRunner, tmp_path: Path) -> None:
     f = tmp_path / "launch.sh"
-    f.write_text("python -m sglang.launch_server --model-path m --speculative-algorithm EAGLE3 "
+    f.write_text("python -m sglang.launch_server --model-path llama-3.1-8b --speculative-algorithm EAGLE3 "
                  "--speculative-draft-model-path x/eagle3 --speculative-num-steps 8 "
                  "--speculative-eagle-topk 1 --speculative-num-draft-tokens 9\n")
     res = check(runner, f, "-o", "json", prof=sglang_profile(tmp_path))
@@ -435,7 +491,7 @@ def test_fix_reports_what_it_leaves_when_gamma_star_moves_with_context(runner: C
     gammas = {p["gamma"] for p in rec["points"]}
     assert len(gammas) > 1, "gamma* should differ between the two contexts"
     cmd = tmp_path / "serve.sh"
-    cmd.write_text("vllm serve m --speculative-config "
+    cmd.write_text("vllm serve llama-3.1-8b --speculative-config "
                    "'{\"method\":\"eagle3\",\"model\":\"x/eagle3\",\"num_speculative_tokens\":8}'\n")
     doc = doc_of(check(runner, cmd, "-o", "json", "--tolerance", "0", prof=str(f)))
     fix = doc["fix"]
@@ -447,12 +503,29 @@ def test_fix_reports_what_it_leaves_when_gamma_star_moves_with_context(runner: C
 EXAMPLES = CI.parent
 
 
+def launch(prof: str, engine: str) -> str:
+    """Model and parallelism options that launch the profile's deployment on ``engine``."""
+    from spectune.profiles import load_deployment
+
+    dep = load_deployment(prof)
+    p = dep.parallelism
+    if engine == "vllm":
+        return (f"{dep.model.name} -tp {p.tp}" + (f" -dp {p.dp}" if p.dp > 1 else "")
+                + (" --enable-expert-parallel" if p.ep > 1 else ""))
+    return (f"--model-path {dep.model.name} --tp-size {p.tp}" + (f" --ep-size {p.ep}" if p.ep > 1 else "")
+            + (f" --enable-dp-attention --dp-size {p.dp}" if p.dp > 1 else ""))
+
+
 @pytest.mark.parametrize("example", sorted(p.stem for p in EXAMPLES.glob("*.yaml")))
 @pytest.mark.parametrize("kind", ["vllm-yaml", "vllm", "sglang"])
 def test_emitted_settings_pass_the_gate(runner: CliRunner, tmp_path: Path, example: str, kind: str) -> None:
     """emit -> check round trip: the gate compares against what the engine can be set to (a
     per-batch schedule, or one static gamma), so the recommended settings always pass."""
     prof = str(EXAMPLES / f"{example}.yaml")
+    if kind == "sglang":  # the gate refuses a config for another engine than the profile prices
+        data = yaml.safe_load(Path(prof).read_text())
+        (tmp_path / "sglang.yaml").write_text(yaml.safe_dump({**data, "engine": "sglang"}))
+        prof = str(tmp_path / "sglang.yaml")
     emitted = runner.invoke(cli, ["emit", prof, kind])
     if kind.startswith("vllm") and "eagle2" in example:  # a draft tree: SGLang only
         assert emitted.exit_code == 2 and "drafter.topk" in emitted.stderr
@@ -463,13 +536,13 @@ def test_emitted_settings_pass_the_gate(runner: CliRunner, tmp_path: Path, examp
         f.write_text(emitted.stdout)
     elif kind == "vllm":
         f = tmp_path / "serve.sh"
-        f.write_text(f"vllm serve m --speculative-config '{emitted.stdout.strip()}'\n")
+        f.write_text(f"vllm serve {launch(prof, 'vllm')} --speculative-config '{emitted.stdout.strip()}'\n")
     else:
         adaptive = runner.invoke(cli, ["emit", prof, "sglang-adaptive-config"])
         if adaptive.exit_code == 0:
             (tmp_path / "spectune-sglang-adaptive.json").write_text(adaptive.stdout)
         f = tmp_path / "launch.sh"
-        f.write_text(f"python -m sglang.launch_server --model-path m {emitted.stdout.strip()}\n")
+        f.write_text(f"python -m sglang.launch_server {launch(prof, 'sglang')} {emitted.stdout.strip()}\n")
     res = check(runner, f, "-o", "json", prof=prof)
     assert res.exit_code == 0, res.stdout + res.stderr
     doc = doc_of(res)
@@ -508,7 +581,7 @@ def test_data_parallel_gate_compares_with_one_static_gamma(runner: CliRunner, tm
     plan = make_plan(recommend(load_deployment(str(dp))))
     assert plan.varies
     f = tmp_path / "serve.sh"
-    f.write_text(f"vllm serve m -dp 4 --speculative-config "
+    f.write_text(f"vllm serve llama-3.1-8b -dp 4 --speculative-config "
                  f"'{{\"method\":\"ngram\",\"num_speculative_tokens\":{plan.static_gamma}}}'\n")
     res = check(runner, f, "-o", "json", prof=str(dp))
     assert res.exit_code == 0, res.output
@@ -531,7 +604,7 @@ def test_a_slowdown_fails_even_when_the_recommended_settings_match(runner: CliRu
 @pytest.mark.parametrize("value", ["1e300", "100000", "65", ".inf", "-1"])
 def test_num_speculative_tokens_out_of_range(runner: CliRunner, tmp_path: Path, value: str) -> None:
     f = tmp_path / "serve.yaml"
-    f.write_text("model: m\nspeculative-config:\n  method: ngram\n"
+    f.write_text("model: llama-3.1-8b\nspeculative-config:\n  method: ngram\n"
                  f"  num_speculative_tokens: {value}\n")
     res = check(runner, f)
     assert res.exit_code == 2, res.output
@@ -541,7 +614,8 @@ def test_num_speculative_tokens_out_of_range(runner: CliRunner, tmp_path: Path, 
 
 def test_schedule_k_out_of_range(tmp_path: Path) -> None:
     f = tmp_path / "serve.sh"
-    f.write_text("vllm serve m --speculative-config '{\"method\":\"ngram\",\"num_speculative_tokens\":4,"
+    f.write_text("vllm serve llama-3.1-8b --speculative-config "
+                 "'{\"method\":\"ngram\",\"num_speculative_tokens\":4,"
                  "\"num_speculative_tokens_per_batch_size\":[[1,8,4],[9,64,100000]]}'\n")
     with pytest.raises(InputError, match="K must be from 0 to 64"):
         read_serving_config(str(f))
@@ -559,7 +633,8 @@ def test_schedule_k_out_of_range(tmp_path: Path) -> None:
 ])
 def test_sglang_triple_out_of_range(runner: CliRunner, tmp_path: Path, flags: str, option: str) -> None:
     f = tmp_path / "launch.sh"
-    f.write_text("# SGLang\npython -m sglang.launch_server --model-path m --speculative-algorithm EAGLE3 "
+    f.write_text("# SGLang\npython -m sglang.launch_server --model-path llama-3.1-8b "
+                 "--speculative-algorithm EAGLE3 "
                  f"{flags}\n")
     res = check(runner, f, "-o", "json", prof=sglang_profile(tmp_path))
     assert res.exit_code == 2, res.output
@@ -569,16 +644,16 @@ def test_sglang_triple_out_of_range(runner: CliRunner, tmp_path: Path, flags: st
 # --------------------------------------------------------------------------- SGLang NGRAM
 def test_sglang_ngram_without_steps_names_the_real_problem(tmp_path: Path) -> None:
     f = tmp_path / "launch.sh"
-    f.write_text("python -m sglang.launch_server --model-path m --speculative-algorithm NGRAM\n")
+    f.write_text("python -m sglang.launch_server --model-path llama-3.1-8b --speculative-algorithm NGRAM\n")
     with pytest.raises(InputError) as err:
         read_serving_config(str(f))
     assert "partial" not in err.value.message and "are set" not in err.value.message
     assert "NGRAM speculation without --speculative-num-steps" in err.value.message
-    f.write_text("python -m sglang.launch_server --model-path m --speculative-algorithm NGRAM "
+    f.write_text("python -m sglang.launch_server --model-path llama-3.1-8b --speculative-algorithm NGRAM "
                  "--speculative-num-draft-tokens 4\n")
     with pytest.raises(InputError, match="while --speculative-num-draft-tokens is set"):
         read_serving_config(str(f))
-    f.write_text("python -m sglang.launch_server --model-path m --speculative-algorithm NGRAM "
+    f.write_text("python -m sglang.launch_server --model-path llama-3.1-8b --speculative-algorithm NGRAM "
                  "--speculative-num-steps 3 --speculative-ngram-max-bfs-breadth 1\n")
     conf = read_serving_config(str(f))
     assert (conf.method, conf.gamma, conf.sglang and conf.sglang["eagle_topk"]) == ("NGRAM", 3, 1)
@@ -587,14 +662,14 @@ def test_sglang_ngram_without_steps_names_the_real_problem(tmp_path: Path) -> No
 # --------------------------------------------------------------------------- parsing kept after clean-up
 def test_store_true_flag_before_a_positional_and_two_engine_containers(tmp_path: Path) -> None:
     f = tmp_path / "launch.sh"
-    f.write_text("python -m sglang.launch_server --enable-dp-attention m --dp-size 2 "
+    f.write_text("python -m sglang.launch_server --enable-dp-attention llama-3.1-8b --dp-size 2 "
                  "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1 "
                  "--speculative-num-draft-tokens 4\n")
     conf = read_serving_config(str(f))
     assert conf.data_parallel == 2 and conf.gamma == 3
     k8s = tmp_path / "pod.yaml"
     k8s.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
-                   "  - name: a\n    image: vllm/vllm-openai\n    args: [m, --speculative-config, "
+                   "  - name: a\n    image: vllm/vllm-openai\n    args: [llama-3.1-8b, --speculative-config, "
                    "'{\"method\":\"ngram\",\"num_speculative_tokens\":3}', -dp, '0']\n"
                    "  - name: b\n    image: vllm/vllm-openai\n    args: [m]\n")
     with pytest.raises(InputError, match="-dp must be >= 1"):

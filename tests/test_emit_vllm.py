@@ -199,7 +199,8 @@ for mod in ("vllm.entrypoints.launchers.cli_args", "vllm.entrypoints.openai.cli_
 out = {}
 for name, argv in json.load(open(sys.argv[1])).items():
     ns = parser.parse_args(argv)
-    out[name] = {"spec": ns.speculative_config, "dp": ns.data_parallel_size}
+    out[name] = {"spec": ns.speculative_config, "dp": ns.data_parallel_size, "model": ns.model,
+                 "tp": ns.tensor_parallel_size, "ep": bool(ns.enable_expert_parallel)}
 print("SPECTUNE-RESULT " + json.dumps(out))
 '''
 
@@ -216,6 +217,11 @@ def test_check_reads_configs_as_vllm_does(vllm_python: str, tmp_path: Path) -> N
         "underscores": ["--speculative_config", '{"method": "eagle3", "model": "a/EAGLE3-b", '
                         '"num_speculative_tokens": 2, "num_speculative_tokens_per_batch_size": [[1, 8, 2], '
                         '[9, 64, 1]]}', "--data_parallel_size=1"],
+        # issue 10: the deployment check reads tensor / expert parallelism as vLLM does
+        "parallel": ["-tp", "4", "--enable-expert-parallel", "-sc",
+                     '{"method": "ngram", "num_speculative_tokens": 2}'],
+        "parallel-long": ["--tensor_parallel_size=2", "--enable-expert-parallel", "-sc",
+                          '{"method": "ngram", "num_speculative_tokens": 2}'],
     }
     argvs: dict[str, list[str]] = {}
     confs = {}
@@ -239,6 +245,9 @@ def test_check_reads_configs_as_vllm_does(vllm_python: str, tmp_path: Path) -> N
         assert conf.method == spec["method"] and conf.gamma == spec["num_speculative_tokens"], name
         assert conf.model == spec.get("model"), name
         assert conf.data_parallel == dp, name
+        assert conf.tensor_parallel == results[name]["tp"], name
+        assert conf.expert_parallel == results[name]["ep"], name
+        assert conf.served_model == results[name]["model"], name
         sched = spec.get("num_speculative_tokens_per_batch_size")
         assert conf.schedule == ([tuple(r) for r in sched] if sched else None), name
 

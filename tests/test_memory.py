@@ -141,7 +141,7 @@ def test_70b_bf16_on_one_h100_exits_2_naming_memory(runner: CliRunner, tmp_path:
         assert f"smallest tp that fits is {fits[0]}" in err
     assert need > gpu.memory_bytes == 80 * 2**30  # 141 GB of bf16 weights; "80 GB" is 80 GiB
     serve = tmp_path / "serve.sh"
-    serve.write_text("vllm serve m --speculative-config "
+    serve.write_text("vllm serve meta-llama/Llama-3.1-70B --speculative-config "
                      "'{\"method\":\"ngram\",\"num_speculative_tokens\":3}'\n")
     res = runner.invoke(cli, ["check", str(serve), "--profile", str(f)])
     assert res.exit_code == 2 and "memory" in res.stderr

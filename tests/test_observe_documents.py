@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -224,7 +225,10 @@ def test_bad_types_and_bounds_are_input_errors(tmp_path: Path, path: str, value:
         with pytest.raises(ObserveUsageError) as err:
             load_observation(file)
         assert says in err.value.message
-        assert err.value.message.startswith(f"{file}: ") and err.value.exit_code == 2
+        # file:line: for YAML (the line of the key), file: for JSON
+        where = re.escape(str(file)) + (r":\d+: " if name.endswith(".yaml") else ": ")
+        assert re.match(where, err.value.message)
+        assert err.value.exit_code == 2
 
 
 def _floats(node: object) -> list[float]:

@@ -11,13 +11,20 @@ from typing import Any
 import spectune.observe.sglang as _sglang
 import spectune.observe.vllm as _vllm
 from spectune.acceptance import Acceptance
+from spectune.limits import (
+    DEFAULT_INTERVAL_SECONDS,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_SECONDS,
+    DEFAULT_WINDOW_SECONDS,
+)
 from spectune.observe.exposition import Exposition
 from spectune.observe.faults import (
+    BadBodyFault,
     ObserveError,
     ObserveUsageError,
     SpeculationNotEnabled,
 )
-from spectune.observe.observation import Observation, iso
+from spectune.observe.observation import Observation, checked, iso
 from spectune.observe.scrape import (
     DEFAULT_TOKEN_ENV,
     Scrape,
@@ -66,6 +73,12 @@ class _Saver:
                 raise ObserveUsageError(f"cannot create --save-scrapes {folder}: {err.strerror}") from None
 
     def add(self, i: int, scrape: Scrape | None, error: str | None = None) -> None:
+        try:
+            self._add(i, scrape, error)
+        except OSError as err:
+            raise ObserveUsageError(f"cannot write to --save-scrapes {self.folder}: {err.strerror}") from None
+
+    def _add(self, i: int, scrape: Scrape | None, error: str | None = None) -> None:
         if not self.folder:
             return
         row: dict[str, Any] = {"sample": i}
@@ -79,8 +92,10 @@ class _Saver:
         (self.folder / "index.json").write_text(json.dumps(self.index, indent=1) + "\n", encoding="utf-8")
 
 
-def observe_url(url: str, *, window: float = 60.0, interval: float = 5.0, model_name: str | None = None,
-                timeout: float = 10.0, retries: int = 3, backoff: float = 0.5, token: str | None = None,
+def observe_url(url: str, *, window: float = DEFAULT_WINDOW_SECONDS,
+                interval: float = DEFAULT_INTERVAL_SECONDS, model_name: str | None = None,
+                timeout: float = DEFAULT_TIMEOUT_SECONDS, retries: int = DEFAULT_RETRIES,
+                backoff: float = 0.5, token: str | None = None,
                 token_env: str | None = DEFAULT_TOKEN_ENV, token_file: str | None = None,
                 ca_bundle: str | None = None, insecure: bool = False,
                 num_speculative_tokens: int | None = None, save_scrapes: str | Path | None = None,
@@ -154,8 +169,10 @@ def observe_url(url: str, *, window: float = 60.0, interval: float = 5.0, model_
                      "did not answer")
     capture = Capture(tuple(snaps), opts.display_url, interval, failed, tuple(notes), version)
     if engine == "vllm":
-        return _vllm.analyse(capture, model, flavour)
-    return _sglang.analyse(capture, model, num_speculative_tokens, checked=True)
+        obs = _vllm.analyse(capture, model, flavour)
+    else:
+        obs = _sglang.analyse(capture, model, num_speculative_tokens, checked=True)
+    return checked(obs, BadBodyFault)  # what observe writes, recommend --observed reads
 
 
 def observation_acceptance(obs: Observation) -> Acceptance:

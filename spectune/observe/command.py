@@ -9,7 +9,20 @@ from typing import Any
 
 import click
 
+from spectune.limits import (
+    DEFAULT_INTERVAL_SECONDS,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_SECONDS,
+    DEFAULT_WINDOW_SECONDS,
+    MAX_RETRIES,
+    MAX_TIMEOUT_SECONDS,
+    MAX_WINDOW_SECONDS,
+    MIN_INTERVAL_SECONDS,
+    MIN_TIMEOUT_SECONDS,
+    MIN_WINDOW_SECONDS,
+)
 from spectune.observe.faults import EXIT_CODES
+from spectune.params import FiniteFloatRange
 
 _EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>2}  {meaning}" for code, _, meaning in
                                           ((0, None, "success"), *EXIT_CODES))
@@ -22,14 +35,17 @@ _EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>2}  {meaning}" for code, _,
 @click.option("-o", "--output", "fmt", default="table", show_default=True,
               type=click.Choice(["table", "yaml", "json", "markdown"]),
               help="Output format; yaml/json load back with `recommend --observed FILE`.")
-@click.option("--window", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+@click.option("--window", type=FiniteFloatRange(MIN_WINDOW_SECONDS, MAX_WINDOW_SECONDS),
+              default=DEFAULT_WINDOW_SECONDS, show_default=True,
               help="Seconds to observe.")
-@click.option("--interval", type=click.FloatRange(min=0.05), default=5.0, show_default=True,
+@click.option("--interval", type=FiniteFloatRange(MIN_INTERVAL_SECONDS, MAX_WINDOW_SECONDS),
+              default=DEFAULT_INTERVAL_SECONDS, show_default=True,
               help="Seconds between intermediate samples (running requests, resets).")
 @click.option("--model-name", help="Model to observe when the server serves several.")
-@click.option("--timeout", type=click.FloatRange(min=0.01), default=10.0, show_default=True,
+@click.option("--timeout", type=FiniteFloatRange(MIN_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS),
+              default=DEFAULT_TIMEOUT_SECONDS, show_default=True,
               help="Seconds allowed for one complete answer.")
-@click.option("--retries", type=click.IntRange(0, 20), default=3, show_default=True,
+@click.option("--retries", type=click.IntRange(0, MAX_RETRIES), default=DEFAULT_RETRIES, show_default=True,
               help="Retries of a scrape on refused connections, timeouts and HTTP 5xx (with backoff).")
 @click.option("--token-env", default="SPECTUNE_METRICS_TOKEN", show_default=True, metavar="NAME",
               help="Environment variable holding a bearer token (never printed).")

@@ -3,11 +3,14 @@
 No regular expressions touch the exposition text: parsing is done by
 :func:`prometheus_client.parser.text_string_to_metric_families` (or the OpenMetrics parser
 when the server answers ``application/openmetrics-text``). This module only checks that
-what came back *is* such text, and indexes the samples by name.
+what came back *is* such text -- and that it is consistent: a series (name and labels)
+appears once, and counter and histogram values are finite -- and indexes the samples by
+name. A duplicated series is refused rather than summed: summing would count it twice.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -85,17 +88,23 @@ def resolve_model(expo: Exposition, prefix: str, wanted: str | None) -> str | No
     names = model_names(expo, prefix)
     if wanted is not None:
         if wanted not in names:
-            have = ", ".join(names) or "none"
+            have = ", ".join(n[:80] for n in names[:20]) + (", ..." if len(names) > 20 else "") or "none"
             raise ObserveUsageError(f"--model-name {wanted!r} is not served here (models: {have})")
         return wanted
     if len(names) > 1:
-        raise ObserveUsageError(f"the server serves several models ({', '.join(names)}); "
-                                "choose one with --model-name")
+        shown = ", ".join(n[:80] for n in names[:20]) + (", ..." if len(names) > 20 else "")
+        raise ObserveUsageError(f"the server serves several models ({shown}); choose one with --model-name")
     return names[0] if names else None
 
 
 def _labels(d: Mapping[str, Any]) -> LabelSet:
     return tuple(sorted((str(k), str(v)) for k, v in d.items()))
+
+
+def _show(s: Series) -> str:
+    labels = ",".join(f'{k}="{v}"' for k, v in s.labels)
+    text = f"{s.name}{{{labels}}}" if labels else s.name
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _describe(body: str) -> str:
@@ -130,11 +139,23 @@ def parse_exposition(body: str, content_type: str | None = None) -> Exposition:
         parser = text
     by_name: dict[str, list[Series]] = {}
     types: dict[str, str] = {}
+    seen: set[tuple[str, LabelSet]] = set()
     try:
         for family in parser(body):  # the parser is lazy: errors surface while iterating
             types[family.name] = family.type
             for s in family.samples:
-                by_name.setdefault(s.name, []).append(Series(s.name, _labels(s.labels), float(s.value)))
+                series = Series(s.name, _labels(s.labels), float(s.value))
+                key = (series.name, series.labels)
+                if key in seen:
+                    raise BadBodyFault(f"the series {_show(series)} appears twice in one scrape "
+                                       "(a broken exporter or proxy): refused rather than counted twice")
+                seen.add(key)
+                if family.type in ("counter", "histogram") and not math.isfinite(series.value):
+                    raise BadBodyFault(f"the {family.type} sample {_show(series)} is {series.value}, "
+                                       "not a finite count")
+                by_name.setdefault(s.name, []).append(series)
+    except BadBodyFault:
+        raise
     except Exception as err:
         first = str(err).splitlines()[0][:120] if str(err) else type(err).__name__
         raise BadBodyFault(f"the server answered with {_describe(body)} "

@@ -22,15 +22,16 @@ code   exception                           meaning
 from __future__ import annotations
 
 from spectune.errors import EXIT_USAGE, SpectuneError
+from spectune.exit_codes import ExitCode
 
-EXIT_CONNECTION = 3
-EXIT_HTTP_STATUS = 4
-EXIT_BAD_BODY = 5
-EXIT_NO_SPEC_TRAFFIC = 6
-EXIT_SPEC_DISABLED = 7
-EXIT_DNS = 8
-EXIT_TIMEOUT = 9
-EXIT_TLS = 10
+EXIT_CONNECTION = ExitCode.CONNECTION
+EXIT_HTTP_STATUS = ExitCode.HTTP_STATUS
+EXIT_BAD_BODY = ExitCode.BAD_BODY
+EXIT_NO_SPEC_TRAFFIC = ExitCode.NO_SPEC_TRAFFIC
+EXIT_SPEC_DISABLED = ExitCode.SPEC_DISABLED
+EXIT_DNS = ExitCode.DNS
+EXIT_TIMEOUT = ExitCode.TIMEOUT
+EXIT_TLS = ExitCode.TLS
 
 
 class ObserveError(SpectuneError):

@@ -34,10 +34,13 @@ import math
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
+from spectune.inputs import input_file_problem
+from spectune.limits import MAX_LOG_BYTES, MAX_LOG_LINE, MAX_POSITIONS
 from spectune.observe.faults import NoSpeculativeTraffic, ObserveUsageError
 from spectune.observe.observation import (
     AcceptanceInfo,
@@ -119,9 +122,10 @@ class LogRecord:
 
 
 def _float(m: re.Match[str] | None) -> float | None:
-    if m is None or m.group(1) == "nan":
+    if m is None or m.group(1) == "nan" or len(m.group(1)) > 30:
         return None
-    return float(m.group(1))
+    x = float(m.group(1))
+    return x if math.isfinite(x) else None
 
 
 def parse_line(line: str, line_no: int = 0) -> LogRecord | None:
@@ -135,12 +139,17 @@ def parse_line(line: str, line_no: int = 0) -> LogRecord | None:
         return None
     try:
         rate_vals = tuple(float(x) for x in rates.group(1).replace(" ", "").strip(",").split(",") if x)
+        accepted, drafted = int(acc.group(1)[:20]), int(dra.group(1)[:20])
     except ValueError:
         return None
-    if not rate_vals:
+    # A line spectune cannot use is skipped (and counted), never turned into an observation
+    # that `recommend --observed` would refuse: rates are probabilities, K is bounded, counts
+    # are exact as floats and no more tokens are accepted than drafted.
+    if (not rate_vals or len(rate_vals) > MAX_POSITIONS or not all(0.0 <= r <= 1.0 for r in rate_vals)
+            or max(len(acc.group(1)), len(dra.group(1))) > 15 or accepted > drafted):
         return None
     st = _STAMP.search(line[:at])
-    return LogRecord(line_no, st.group(0) if st else None, int(acc.group(1)), int(dra.group(1)),
+    return LogRecord(line_no, st.group(0) if st else None, accepted, drafted,
                      rate_vals, _float(_FIELDS["mean_length"].search(body)),
                      _float(_FIELDS["accepted_tput"].search(body)),
                      _float(_FIELDS["drafted_tput"].search(body)), _float(_FIELDS["avg_rate"].search(body)))
@@ -163,6 +172,11 @@ def parse_log(lines: Iterable[str]) -> tuple[list[LogRecord], int]:
 
 def aggregate(records: list[LogRecord], where: str, unreadable: int = 0) -> Observation:
     """Sum log lines into one Observation, weighting by their counts (see the module doc)."""
+    if not records and unreadable:
+        raise ObserveUsageError(
+            f"none of the {unreadable} 'SpecDecoding metrics' line(s) in {where} could be read (rates "
+            "outside [0, 1], more than 64 positions, counts beyond 2**53 or more accepted than "
+            "drafted tokens): not an observation spectune can use")
     if not records:
         raise NoSpeculativeTraffic(
             f"no 'SpecDecoding metrics' lines in {where}: vLLM logs one only for periods with "
@@ -226,15 +240,41 @@ def aggregate(records: list[LogRecord], where: str, unreadable: int = 0) -> Obse
     )
 
 
+def _bounded_lines(stream: BinaryIO, where: str) -> Iterator[str]:
+    """Lines of a binary stream as text (bad UTF-8 replaced), each read in pieces of at most
+    MAX_LOG_LINE bytes, MAX_LOG_BYTES in all: /dev/zero or an endless pipe cannot grow
+    memory or run forever."""
+    total = 0
+    while True:
+        raw = stream.readline(MAX_LOG_LINE)
+        if not raw:
+            return
+        total += len(raw)
+        if total > MAX_LOG_BYTES:
+            raise ObserveUsageError(f"{where}: more than {MAX_LOG_BYTES >> 30} GiB of log; give the "
+                                    "part to observe (e.g. journalctl --since ...)")
+        yield raw.decode("utf-8", errors="replace")
+
+
 def observe_log(path: str | Path) -> Observation:
-    """Read a vLLM server log (``-`` for stdin) and aggregate its SpecDecoding lines."""
+    """Read a vLLM server log (``-`` for stdin) and aggregate its SpecDecoding lines.
+    The observation is checked as ``recommend --observed`` would load it."""
+    from spectune.observe.observation import checked
+
     name = str(path)
     if name == "-":
-        records, bad = parse_log(sys.stdin)
-        return aggregate(records, "stdin", bad)
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:  # a text-only stdin (embedding, tests)
+            records, bad = parse_log(line[:MAX_LOG_LINE] for line in sys.stdin)
+        else:
+            records, bad = parse_log(_bounded_lines(stream, "stdin"))
+        return checked(aggregate(records, "stdin", bad), ObserveUsageError)
+    problem = input_file_problem(name)
+    if problem:
+        raise ObserveUsageError(f"cannot read log file: {problem}")
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            records, bad = parse_log(fh)
+        with open(path, "rb") as fh:
+            records, bad = parse_log(_bounded_lines(fh, name))
     except OSError as err:
         raise ObserveUsageError(f"cannot read log file {name}: {err.strerror}") from None
-    return aggregate(records, name, bad)
+    return checked(aggregate(records, name, bad), ObserveUsageError)

@@ -57,7 +57,8 @@ from typing import Any
 
 from spectune.acceptance import Acceptance
 from spectune.envelope import API_VERSION, envelope
-from spectune.observe.faults import ObserveUsageError
+from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_COUNT, MAX_POINTS, MAX_POSITIONS
+from spectune.observe.faults import BadBodyFault, ObserveError, ObserveUsageError
 
 KIND = "Observation"
 SCHEMA_VERSION = 1
@@ -256,6 +257,10 @@ def distribution(values: list[float]) -> Distribution | None:
     """Distribution of running-request counts over samples."""
     if not values:
         return None
+    bad = [v for v in values if not 0 <= v <= MAX_BATCH]  # NaN fails too
+    if bad:
+        raise BadBodyFault(f"the server reports {bad[0]:g} running requests; a count from 0 to "
+                           f"{MAX_BATCH:,} was expected")
     ints = [round(v) for v in values]
     counts: dict[int, int] = {}
     for v in ints:
@@ -323,7 +328,7 @@ def observation_to_dict(o: Observation) -> dict[str, Any]:
 # --------------------------------------------------------------------------- from dict
 #: The largest magnitude a loaded number may have: counts, tokens and seconds beyond 2**53
 #: are not exact as floats and would overflow later arithmetic (batch sizes are int64).
-MAX_NUMBER = float(2 ** 53)
+MAX_NUMBER = MAX_COUNT
 
 
 class _Reader:
@@ -332,11 +337,17 @@ class _Reader:
     Numbers must be finite and at most :data:`MAX_NUMBER` in magnitude, and not negative
     unless ``lo`` says otherwise; integers must be whole; lists must be lists."""
 
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, lines: dict[str, int] | None = None) -> None:
         self.where = where
+        self.lines = lines or {}
 
     def fail(self, path: str, msg: str) -> ObserveUsageError:
-        return ObserveUsageError(f"{self.where}: {path}: {msg}")
+        """``file:line: key.path: msg``; the line of the nearest enclosing key that has one."""
+        at = path
+        while at and at not in self.lines:
+            at = at.rsplit("[", 1)[0] if at.endswith("]") else at.rpartition(".")[0]
+        line = self.lines.get(at)
+        return ObserveUsageError(f"{self.where}{f':{line}' if line else ''}: {path}: {msg}")
 
     @staticmethod
     def _at(path: str, k: str) -> str:
@@ -440,9 +451,28 @@ def _kind(v: Any) -> str:
     return {"dict": "a mapping", "list": "a list"}.get(type(v).__name__, type(v).__name__)
 
 
-def observation_from_dict(doc: Any, where: str = "observation") -> Observation:
-    """Rebuild an :class:`Observation` from its document; errors name ``where`` and the key."""
-    r = _Reader(where)
+def _key_lines(node: Any, path: str = "", out: dict[str, int] | None = None) -> dict[str, int]:
+    """The line of every key path (``a.b[0].c``) of a YAML node, for error messages."""
+    import yaml
+
+    out = {} if out is None else out
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            sub = f"{path}.{k.value}" if path else str(k.value)
+            out[sub] = k.start_mark.line + 1
+            _key_lines(v, sub, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            out[f"{path}[{i}]"] = v.start_mark.line + 1
+            _key_lines(v, f"{path}[{i}]", out)
+    return out
+
+
+def observation_from_dict(doc: Any, where: str = "observation",
+                          lines: dict[str, int] | None = None) -> Observation:
+    """Rebuild an :class:`Observation` from its document; errors name ``where``, the line
+    (``lines``: key path -> line, when the document came from YAML) and the key."""
+    r = _Reader(where, lines)
     d = r.map(doc, "(top)")
     if d.get("apiVersion") != API_VERSION:
         raise r.fail("apiVersion", f"expected {API_VERSION!r}, got {d.get('apiVersion')!r}")
@@ -495,10 +525,23 @@ def observation_from_dict(doc: Any, where: str = "observation") -> Observation:
                         r.hist(opd, "iteration_tokens", "operating_point"),
                         r.hist(opd, "inter_token_latency_seconds", "operating_point"),
                         r.opt_str(opd, "note", "operating_point"))
+    if run is not None and len(run.values) > MAX_POINTS:
+        raise r.fail("operating_point.running.distribution",
+                     f"{len(run.values):,} distinct running-request counts; at most {MAX_POINTS:,}")
+    if run is not None and any(v > MAX_BATCH for v, _ in run.values):
+        raise r.fail("operating_point.running.distribution",
+                     f"a running-request count above {MAX_BATCH:,} (the largest batch spectune evaluates)")
+    lengths = [h.mean for h in (op.prompt_tokens, op.generation_tokens)
+               if h is not None and h.mean is not None]
+    if sum(lengths) > MAX_CONTEXT:
+        raise r.fail("operating_point", f"mean prompt + generation length {sum(lengths):g} tokens is above "
+                                        f"{MAX_CONTEXT:,} (the longest context spectune evaluates)")
     a = r.map(r.key(d, "acceptance", ""), "acceptance")
     cond = r.nums(a, "conditional", "acceptance", hi=1.0)
     if not cond:
         raise r.fail("acceptance.conditional", "expected rates in [0, 1], at least one")
+    if len(cond) > MAX_POSITIONS:
+        raise r.fail("acceptance.conditional", f"{len(cond)} positions; at most {MAX_POSITIONS}")
     notes = r.list(d, "notes", "")
     for i, n in enumerate(notes):
         if not isinstance(n, str):
@@ -529,29 +572,38 @@ def observation_from_dict(doc: Any, where: str = "observation") -> Observation:
 
 def load_observation(path: str | Path) -> Observation:
     """Read a ``spectune observe -o yaml|json`` file (``-`` for stdin)."""
-    import sys
-
-    import yaml
+    from spectune.errors import InputError
+    from spectune.inputs import read_input, yaml_document
 
     name = str(path)
     try:
-        text = sys.stdin.read() if name == "-" else Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise ObserveUsageError(f"cannot read observation file {name}: {err.strerror}") from None
-    except UnicodeDecodeError:
-        raise ObserveUsageError(f"{name}: not UTF-8 text (not an observation file)") from None
+        text = read_input(name)
+    except InputError as err:
+        raise ObserveUsageError(f"cannot read observation file: {err.message}") from None
     doc: Any = None
+    lines: dict[str, int] = {}
     if text.lstrip().startswith("{"):
         # JSON first: YAML 1.1 reads an exponent without a dot (json's 1e-06) as text
         try:
             doc = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             doc = None
+    if doc is None:
+        try:
+            doc, node = yaml_document(text, name)
+            lines = _key_lines(node)
+        except InputError as err:
+            raise ObserveUsageError(f"{err.message} (not YAML or JSON)") from None
+    return observation_from_dict(doc, name, lines)
+
+
+def checked(obs: Observation, fault: type[ObserveError]) -> Observation:
+    """``obs`` when its document loads back as ``recommend --observed`` reads it; else
+    ``fault`` naming what the source reported that spectune cannot use. What ``observe``
+    writes, ``recommend --observed`` accepts."""
     try:
-        if doc is None:
-            doc = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f":{mark.line + 1}" if mark is not None else ""
-        raise ObserveUsageError(f"{name}{at}: not YAML or JSON") from None
-    return observation_from_dict(doc, name)
+        observation_from_dict(observation_to_dict(obs), obs.source.where)
+    except ObserveUsageError as err:
+        raise fault(f"{obs.source.where} reported values spectune cannot use, so no observation is "
+                    f"written: {err.message.removeprefix(obs.source.where + ': ')}") from None
+    return obs

@@ -3,6 +3,12 @@
 Every failure becomes one :mod:`spectune.observe.faults` exception with its own exit code.
 The bearer token is held in a field excluded from ``repr`` and scrubbed from every message.
 
+Every request -- ``/metrics`` and the ``/version`` probe alike -- runs under one deadline:
+``--timeout`` bounds the whole answer, headers and body bytes included (a server trickling
+a body one byte a second is cut off at the deadline, however many bytes it promised), and
+every body has a size cap (:data:`~spectune.limits.MAX_METRICS_BYTES`,
+:data:`~spectune.limits.MAX_PROBE_BYTES`).
+
 Retried (``retries`` more attempts, sleeping ``backoff * 2**i`` seconds, capped at 8 s):
 connection refused/reset, timeouts, HTTP 5xx, 408 and 429. Not retried: DNS failures,
 TLS failures, other 4xx, bodies that are not Prometheus text.
@@ -10,9 +16,11 @@ TLS failures, other 4xx, bodies that are not Prometheus text.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +28,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from spectune.inputs import input_file_problem
+from spectune.limits import DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, MAX_METRICS_BYTES, MAX_PROBE_BYTES
 from spectune.observe.exposition import Exposition, parse_exposition
 from spectune.observe.faults import (
     BadBodyFault,
@@ -34,8 +44,9 @@ from spectune.observe.faults import (
 )
 
 DEFAULT_TOKEN_ENV = "SPECTUNE_METRICS_TOKEN"
-MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_BODY_BYTES = MAX_METRICS_BYTES
 MAX_BACKOFF_SECONDS = 8.0
+MAX_TOKEN_BYTES = 64 * 1024
 _ACCEPT = "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"
 
 
@@ -113,10 +124,17 @@ def resolve_token(token_env: str | None = DEFAULT_TOKEN_ENV, token_file: str | N
     prints the token.
     """
     if token_file:
+        problem = input_file_problem(token_file, stdin_ok=False)
+        if problem:
+            raise ObserveUsageError(f"cannot read --token-file: {problem}")
         try:
-            raw = Path(token_file).read_bytes()
+            with open(token_file, "rb") as fh:
+                raw = fh.read(MAX_TOKEN_BYTES + 1)
         except OSError as err:
             raise ObserveUsageError(f"cannot read --token-file {token_file}: {err.strerror}") from None
+        if len(raw) > MAX_TOKEN_BYTES:
+            raise ObserveUsageError(f"--token-file {token_file} is larger than {MAX_TOKEN_BYTES >> 10} KiB: "
+                                    "not a bearer token")
         token, source = _drop_newline(raw.decode("utf-8", errors="replace")), f"--token-file {token_file}"
         if not token:
             raise ObserveUsageError(f"{source} is empty")
@@ -138,8 +156,8 @@ class ScrapeOptions:
     ``repr`` shows neither the token nor a ``user:password@`` of the URL."""
 
     url: str
-    timeout: float = 10.0
-    retries: int = 3
+    timeout: float = DEFAULT_TIMEOUT_SECONDS
+    retries: int = DEFAULT_RETRIES
     backoff: float = 0.5
     token: str | None = field(default=None, repr=False)
     ca_bundle: str | None = None
@@ -154,6 +172,8 @@ class ScrapeOptions:
             raise ObserveUsageError("--ca-bundle and --insecure exclude each other")
         if self.ca_bundle and not Path(self.ca_bundle).exists():
             raise ObserveUsageError(f"--ca-bundle {self.ca_bundle} does not exist")
+        if self.ca_bundle and input_file_problem(self.ca_bundle, stdin_ok=False):
+            raise ObserveUsageError(f"--ca-bundle: {input_file_problem(self.ca_bundle, stdin_ok=False)}")
         problem = _token_problem(self.token) if self.token else None
         if problem:
             raise ObserveUsageError(f"bearer token: {problem}")
@@ -221,20 +241,24 @@ class Scraper:
     :class:`ScrapeOptions`. ``sleep`` is injectable for tests."""
 
     def __init__(self, options: ScrapeOptions, sleep: Callable[[float], None] = time.sleep) -> None:
-        import requests
-
         self.options = options
         self._sleep = sleep
-        self._session = requests.Session()
-        self._session.trust_env = False  # no proxy from the environment for a /metrics scrape
-        self._session.headers["Accept"] = _ACCEPT
-        self._session.headers["User-Agent"] = "spectune-observe"
-        if options.token:
-            self._session.headers["Authorization"] = f"Bearer {options.token}"
+        self._session = self._new_session()
         if options.insecure:
             import urllib3
 
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+
+    def _new_session(self) -> Any:
+        import requests
+
+        session = requests.Session()
+        session.trust_env = False  # no proxy from the environment for a /metrics scrape
+        session.headers["Accept"] = _ACCEPT
+        session.headers["User-Agent"] = "spectune-observe"
+        if self.options.token:
+            session.headers["Authorization"] = f"Bearer {self.options.token}"
+        return session
 
     def __repr__(self) -> str:  # never show headers (the token)
         return f"Scraper({self.options.display_url!r})"
@@ -249,7 +273,41 @@ class Scraper:
         self.close()
 
     # ------------------------------------------------------------------ one attempt
+    def _guarded(self, work: Callable[[dict[str, Any]], Any], seconds: float) -> Any:
+        """``work(box)`` in a worker thread, given ``seconds`` in all; past them the request
+        is abandoned (its socket shut, the session replaced) and ``_Deadline`` raised. The
+        worker puts its response in ``box["resp"]`` so that it can be shut."""
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["result"] = work(box)
+            except BaseException as err:  # re-raised in the caller's thread
+                box["error"] = err
+
+        worker = threading.Thread(target=run, name="spectune-scrape", daemon=True)
+        worker.start()
+        worker.join(seconds)
+        if worker.is_alive():
+            _shut(box.get("resp"))
+            old, self._session = self._session, self._new_session()
+            with contextlib.suppress(Exception):
+                old.close()
+            raise _Deadline
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
     def _attempt(self) -> tuple[str, str | None]:
+        opt = self.options
+        try:
+            result: tuple[str, str | None] = self._guarded(self._attempt_inner, opt.timeout)
+        except _Deadline:
+            raise _Retryable(TimeoutFault(f"{opt.display_url} did not finish its answer within "
+                                          f"--timeout {opt.timeout:g} s")) from None
+        return result
+
+    def _attempt_inner(self, box: dict[str, Any]) -> tuple[str, str | None]:
         import requests
 
         opt = self.options
@@ -259,6 +317,7 @@ class Scraper:
         try:
             resp = self._session.get(opt.url, timeout=(opt.timeout, opt.timeout), verify=verify,
                                      stream=True, allow_redirects=True)
+            box["resp"] = resp
         except requests.exceptions.SSLError as err:
             reason = _tls_reason(err)
             raise TLSFault(f"TLS failure talking to {where}: {reason} "
@@ -290,18 +349,18 @@ class Scraper:
                 if status >= 500 or status in (408, 429):
                     raise _Retryable(fault)
                 raise fault
-            chunks: list[bytes] = []
-            size = 0
+            declared = resp.headers.get("Content-Length") or ""
+            if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+                raise BadBodyFault(f"{where} announces a {int(declared) >> 20} MiB body, more than the "
+                                   f"{MAX_BODY_BYTES >> 20} MiB a /metrics page may have")
             try:
-                for chunk in resp.iter_content(chunk_size=65536):
-                    chunks.append(chunk)
-                    size += len(chunk)
-                    if size > MAX_BODY_BYTES:
-                        raise BadBodyFault(f"{where} sent more than {MAX_BODY_BYTES >> 20} MiB; "
-                                           "not a /metrics page")
-                    if time.monotonic() > deadline:
-                        raise _Retryable(TimeoutFault(f"{where} did not finish its answer within "
-                                                      f"--timeout {opt.timeout:g} s"))
+                body = _read_capped(resp, MAX_BODY_BYTES)
+                if body is None:
+                    raise BadBodyFault(f"{where} sent more than {MAX_BODY_BYTES >> 20} MiB; "
+                                       "not a /metrics page")
+                if time.monotonic() > deadline:
+                    raise _Retryable(TimeoutFault(f"{where} did not finish its answer within "
+                                                  f"--timeout {opt.timeout:g} s"))
             except requests.exceptions.RequestException as err:
                 if isinstance(err, requests.exceptions.Timeout) or "timed out" in str(err).lower():
                     raise _Retryable(TimeoutFault(f"{where} stalled mid-answer beyond --timeout "
@@ -312,7 +371,7 @@ class Scraper:
             ctype_header = resp.headers.get("Content-Type") or ""
             encoding = (resp.encoding or "utf-8") if "charset" in ctype_header.lower() else "utf-8"
             try:
-                text = b"".join(chunks).decode(encoding, errors="strict")
+                text = body.decode(encoding, errors="strict")
             except (UnicodeDecodeError, LookupError):
                 raise BadBodyFault(f"{where} sent bytes that are not text (not Prometheus metrics)") \
                     from None
@@ -349,20 +408,64 @@ class Scraper:
         return scrub(message, self.options.token, urlsplit(self.options.url).password)
 
     def get_json(self, path: str) -> Any:
-        """Best-effort GET of another path on the same server (``/version``); None on any failure."""
+        """Best-effort GET of another path on the same server (``/version``): at most
+        :data:`~spectune.limits.MAX_PROBE_BYTES` within min(--timeout, 3 s), whole request
+        included; None on any failure."""
+        import json
+
         import requests
 
         parts = urlsplit(self.options.url)
         url = urlunsplit((parts.scheme, parts.netloc, path, "", ""))
         verify: bool | str = self.options.ca_bundle or not self.options.insecure
-        try:
-            resp = self._session.get(url, timeout=min(self.options.timeout, 3.0), verify=verify,
+        seconds = min(self.options.timeout, 3.0)
+
+        def work(box: dict[str, Any]) -> bytes | None:
+            resp = self._session.get(url, timeout=seconds, verify=verify, stream=True,
                                      headers={"Accept": "application/json"})
-            if resp.status_code != 200:
-                return None
-            return resp.json()
-        except (requests.exceptions.RequestException, ValueError):
+            box["resp"] = resp
+            with resp:
+                return _read_capped(resp, MAX_PROBE_BYTES) if resp.status_code == 200 else None
+
+        try:
+            body = self._guarded(work, seconds)
+            return json.loads(body) if body is not None else None
+        except (_Deadline, requests.exceptions.RequestException, ValueError, RecursionError):
             return None
+
+
+class _Deadline(Exception):
+    """A guarded request did not finish in time."""
+
+
+def _read_capped(resp: Any, cap: int) -> bytes | None:
+    """The body of a streamed response, or None once it passes ``cap`` bytes (the rest is
+    never read)."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in resp.iter_content(chunk_size=65536):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            return None
+    return b"".join(chunks)
+
+
+def _shut(resp: Any) -> None:
+    """Best effort: shut the socket under a streamed ``requests`` response so that a worker
+    blocked reading it wakes up (urllib3 2.x holds it at ``raw._connection.sock``, the
+    http.client response at ``raw._fp.fp.raw._sock``)."""
+    if resp is None:
+        return
+    raw = getattr(resp, "raw", None)
+    for path in (("_connection", "sock"), ("_fp", "fp", "raw", "_sock")):
+        obj: Any = raw
+        for attr in path:
+            obj = getattr(obj, attr, None)
+        if isinstance(obj, socket.socket):
+            with contextlib.suppress(OSError):
+                obj.shutdown(socket.SHUT_RDWR)
+            return
 
 
 def _tls_reason(err: BaseException) -> str:

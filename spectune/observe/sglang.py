@@ -26,8 +26,14 @@ from collections.abc import Callable, Sequence
 
 import spectune.observe.exposition as _exposition
 from spectune.acceptance import Acceptance
+from spectune.limits import MAX_GAMMA
 from spectune.observe.exposition import Exposition, Series
-from spectune.observe.faults import NoSpeculativeTraffic, ObserveUsageError, SpeculationNotEnabled
+from spectune.observe.faults import (
+    BadBodyFault,
+    NoSpeculativeTraffic,
+    ObserveUsageError,
+    SpeculationNotEnabled,
+)
 from spectune.observe.observation import (
     AcceptanceInfo,
     EngineInfo,
@@ -112,6 +118,12 @@ def analyse(capture: Capture, model: str | None, num_speculative_tokens: int | N
     lengths, rates, steps = [], [], []
     for e in snaps:
         length = _mean(e, ACCEPT_LENGTH, where)
+        for name, value, lo, hi in ((ACCEPT_LENGTH, length, 0.0, MAX_GAMMA + 1.0),
+                                    (ACCEPT_RATE, _mean(e, ACCEPT_RATE, where), 0.0, 1.0),
+                                    (NUM_STEPS, _mean(e, NUM_STEPS, where), 0.0, float(MAX_GAMMA))):
+            if value is not None and not lo <= value <= hi:  # NaN fails too
+                raise BadBodyFault(f"{name} is {value:g}; a {'rate' if hi == 1.0 else 'length'} in "
+                                   f"[{lo:g}, {hi:g}] was expected")
         if length is None or length < 1.0:  # 0: nothing reported for this period
             continue
         lengths.append(length)
@@ -140,6 +152,9 @@ def analyse(capture: Capture, model: str | None, num_speculative_tokens: int | N
     else:
         raise ObserveUsageError("SGLang does not show the draft length here; give it with "
                                 "--num-speculative-tokens K")
+    if not 1 <= k <= MAX_GAMMA:
+        raise BadBodyFault(f"SGLang's gauges give a draft length K = {k} ({k_from}); spectune evaluates "
+                           f"1 to {MAX_GAMMA}")
     notes.append(f"K = {k} from {k_from}")
     notes.append(f"SGLang gauges hold the mean of SGLang's last logging period; the window's figure "
                  f"is the unweighted mean of {len(lengths)} samples that reported (value >= 1)")

@@ -31,8 +31,9 @@ from typing import NamedTuple
 
 import spectune.observe.exposition as _exposition
 from spectune.acceptance import Acceptance
+from spectune.limits import MAX_POSITIONS
 from spectune.observe.exposition import Exposition, Series
-from spectune.observe.faults import NoSpeculativeTraffic, SpeculationNotEnabled
+from spectune.observe.faults import BadBodyFault, NoSpeculativeTraffic, SpeculationNotEnabled
 from spectune.observe.observation import (
     AcceptanceInfo,
     EngineInfo,
@@ -114,11 +115,16 @@ def flavour(expo: Exposition, model: str | None) -> str:
 
 
 def _positions(expo: Exposition, where: Select | None) -> dict[int, float]:
+    """Accepted tokens per 0-based position, summed over engines. A ``position`` label must
+    be a whole number from 0 to MAX_POSITIONS - 1 (vLLM's K is at most that): anything else
+    is a bad body, never an allocation of one slot per claimed position."""
     out: dict[int, float] = {}
     for s in expo.get(PER_POS, where):
         pos = s.label("position")
-        if pos is None or not pos.lstrip("-").isdigit():
-            continue
+        if pos is None or not pos.isdigit() or len(pos) > 6 or int(pos) >= MAX_POSITIONS:
+            shown = pos if pos is None or len(pos) <= 20 else pos[:17] + "..."
+            raise BadBodyFault(f"{PER_POS} has position={shown!r}; expected a whole number from 0 to "
+                               f"{MAX_POSITIONS - 1}")
         out[int(pos)] = out.get(int(pos), 0.0) + s.value
     return out
 

@@ -1,0 +1,260 @@
+"""Reading every input document the same bounded, checked way.
+
+Profiles (user and built-in), config.json files, observation files and serving
+configurations all come in through here:
+
+* :func:`read_input` -- a regular file or ``-`` (stdin) only, at most
+  :data:`~spectune.limits.MAX_INPUT_BYTES`, UTF-8 (a clear error naming the line of the
+  first bad byte otherwise). A directory, ``/dev/zero`` or a FIFO is refused before a byte
+  is read.
+* :func:`yaml_documents` -- YAML through a first pass over the parser's events that refuses
+  nesting deeper than :data:`~spectune.limits.MAX_YAML_DEPTH` (libyaml's composer recurses
+  in C and would crash) and documents that expand, aliases included, to more than
+  :data:`~spectune.limits.MAX_YAML_NODES` nodes (an alias bomb), then refuses mapping keys
+  that are not text (``1: x``, ``yes: x``).
+* :func:`json_document` -- JSON without NaN / Infinity / overflowing numbers and with a
+  bounded depth.
+* :func:`number_problem` -- what is wrong with a number (not a number, not finite, not
+  whole, out of range), for every validator to phrase the same way.
+
+Every failure is an :class:`~spectune.errors.InputError` (exit 2): one line naming the
+file, the line and, where there is one, the key.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+import sys
+from typing import Any
+
+from spectune.errors import InputError
+from spectune.limits import MAX_INPUT_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
+
+#: Integers beyond this magnitude are refused before any float conversion (float(10**400) raises).
+MAX_INT_MAGNITUDE = 2**63
+
+
+def short(value: Any, width: int = 40) -> str:
+    """``repr(value)`` cut to ``width`` characters: messages never echo a huge value."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+# --------------------------------------------------------------------------- bytes -> text
+def _stdin_bytes(limit: int) -> bytes:
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is not None:
+        return bytes(stream.read(limit))
+    return sys.stdin.read(limit).encode("utf-8", errors="surrogateescape")
+
+
+def input_file_problem(path: str, stdin_ok: bool = True) -> str | None:
+    """Why ``path`` cannot be read as an input file (None: it is a readable regular file);
+    ``stdin_ok``: the message offers ``-`` (stdin) instead."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return f"no such file: {path}"
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+    if stat.S_ISDIR(st.st_mode):
+        return f"{path} is a directory, not a file"
+    if not stat.S_ISREG(st.st_mode):
+        return (f"{path} is not a regular file (a device, pipe or socket); give a file"
+                + (", or '-' for stdin" if stdin_ok else ""))
+    return None
+
+
+def read_input(path: str, max_bytes: int = MAX_INPUT_BYTES) -> str:
+    """The UTF-8 text of the file ``path`` or of stdin (``-``), at most ``max_bytes``."""
+    name = "<stdin>" if path == "-" else str(path)
+    if path == "-":
+        data = _stdin_bytes(max_bytes + 1)
+    else:
+        problem = input_file_problem(str(path))
+        if problem:
+            raise InputError(problem)
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise InputError(f"larger than {max_bytes >> 20} MiB: not a profile, config or observation "
+                         "file spectune reads", name)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                         "spectune reads UTF-8 YAML or JSON", name, line) from None
+
+
+# --------------------------------------------------------------------------- YAML
+def _yaml_error(exc: Exception, file: str) -> InputError:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+    return InputError(f"not valid YAML: {problem}", file, mark.line + 1 if mark else None)
+
+
+def _loader(text: str) -> Any:
+    import yaml
+
+    # libyaml's C parser when the wheel has it: 5-10x faster on large config.json blocks.
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+
+
+def _bound_events(text: str, file: str) -> None:
+    """One pass over the parser's events: nesting depth and nodes after alias expansion.
+
+    A node's expanded size is 1 + its children's; an alias counts the size of the node its
+    anchor names, so ``a: &a [x, x]``, ``b: &b [*a, *a]``, ... doubles at each level and is
+    refused long before it is built."""
+    import yaml
+
+    loader = _loader(text)
+    sizes: dict[str, int] = {}
+    stack: list[list[Any]] = []  # [anchor, expanded size so far, line]
+    total = 0
+
+    def add(anchor: str | None, size: int, line: int) -> None:
+        nonlocal total
+        if anchor:
+            sizes[anchor] = size
+        if stack:
+            stack[-1][1] += size
+            size = stack[-1][1]
+        else:
+            total += size
+            size = total
+        if size > MAX_YAML_NODES:
+            raise InputError(f"expands to more than {MAX_YAML_NODES:,} nodes (aliases included): "
+                             "refused", file, line)
+
+    try:
+        while loader.check_event():
+            ev = loader.get_event()
+            line = ev.start_mark.line + 1 if ev.start_mark is not None else 1
+            if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                if len(stack) >= MAX_YAML_DEPTH:
+                    raise InputError(f"nested more than {MAX_YAML_DEPTH} levels deep: refused", file, line)
+                stack.append([ev.anchor, 1, line])
+            elif isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                anchor, size, start = stack.pop()
+                add(anchor, size, start)
+            elif isinstance(ev, yaml.ScalarEvent):
+                add(ev.anchor, 1, line)
+            elif isinstance(ev, yaml.AliasEvent):
+                add(None, sizes.get(ev.anchor or "", 1), line)
+            elif isinstance(ev, yaml.DocumentEndEvent):
+                total = 0
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, file) from None
+    finally:
+        loader.dispose()
+
+
+_TEXT_KEY_TAGS = ("tag:yaml.org,2002:str", "tag:yaml.org,2002:merge")
+
+
+def _check_keys(node: Any, file: str) -> None:
+    """Every mapping key is text (a scalar resolving to a string, or ``<<``)."""
+    import yaml
+
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                if not isinstance(k, yaml.ScalarNode) or k.tag not in _TEXT_KEY_TAGS:
+                    shown = short(k.value) if isinstance(k, yaml.ScalarNode) else "a mapping or list"
+                    raise InputError(f"keys must be text, got {shown} (quote it: \"{k.value}\")"
+                                     if isinstance(k, yaml.ScalarNode) else
+                                     f"keys must be text, got {shown}", file, k.start_mark.line + 1)
+                todo.append(v)
+        elif isinstance(n, yaml.SequenceNode):
+            todo.extend(n.value)
+
+
+def yaml_documents(text: str, file: str) -> list[tuple[Any, Any]]:
+    """Every document of a YAML stream as (data, node), empty documents left out; bounded
+    and checked as the module docstring says."""
+    import yaml
+
+    _bound_events(text, file)
+    loader = _loader(text)
+    docs: list[tuple[Any, Any]] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            _check_keys(node, file)
+            docs.append((loader.construct_document(node), node))
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, file) from None
+    except (ValueError, OverflowError, RecursionError) as exc:  # e.g. a timestamp out of range
+        raise InputError(f"not valid YAML: {exc}", file) from None
+    finally:
+        loader.dispose()
+    return [(d, n) for d, n in docs if d is not None]
+
+
+def yaml_document(text: str, file: str) -> tuple[Any, Any]:
+    """The single document of ``text`` as (data, node); (None, None) when empty."""
+    docs = yaml_documents(text, file)
+    if len(docs) > 1:
+        raise InputError(f"expected one YAML document, found {len(docs)} (separated by ---)", file)
+    return docs[0] if docs else (None, None)
+
+
+# --------------------------------------------------------------------------- JSON
+def _finite_float(text: str) -> float:
+    x = float(text)
+    if not math.isfinite(x):
+        raise ValueError(f"number {short(text)} is out of range")
+    return x
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows (nor spectune)")
+
+
+def json_document(text: str, file: str) -> Any:
+    """Parse JSON text; NaN, Infinity, numbers that overflow and deep nesting are InputError."""
+    import json
+
+    try:
+        return json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc.msg}", file, exc.lineno) from None
+    except RecursionError:
+        raise InputError("not valid JSON: nested too deeply", file) from None
+    except ValueError as exc:  # _finite_float, _no_constant, int() of > 4300 digits
+        raise InputError(f"not valid JSON: {str(exc).splitlines()[0]}", file) from None
+
+
+# --------------------------------------------------------------------------- numbers
+def number_problem(value: Any, *, integer: bool = False, positive: bool = False,
+                   lo: float | None = None, hi: float | None = None) -> str | None:
+    """What is wrong with ``value`` as a number (None: nothing). Booleans are not numbers;
+    NaN, infinities and integers beyond 2**63 are refused before any comparison (NaN
+    passes every range check by failing all comparisons)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"expected a {'whole ' if integer else ''}number, got {short(value)}"
+    if isinstance(value, int) and abs(value) > MAX_INT_MAGNITUDE:
+        return f"expected a number of magnitude at most 2**63, got {short(value)}"
+    x = float(value)
+    if not math.isfinite(x):
+        return f"expected a finite number, got {short(value)}"
+    if integer and not x.is_integer():
+        return f"expected a whole number, got {short(value)}"
+    if positive and x <= 0:
+        return f"expected a number > 0, got {short(value)}"
+    if (lo is not None and x < lo) or (hi is not None and x > hi):
+        return f"expected a number in [{lo}, {hi}], got {short(value)}" if lo is not None and \
+            hi is not None else (f"expected a number >= {lo}, got {short(value)}" if lo is not None
+                                 else f"expected a number <= {hi}, got {short(value)}")
+    return None

@@ -1,0 +1,249 @@
+"""Property-based tests (hypothesis, issue 10) over profiles, observation documents, vLLM log
+lines and the exposition reader. Whatever the input: exit 0 or 2 only, never a traceback;
+on success every speedup is finite and > 0, Sp(0) = 1, Sp(gamma) <= gamma + 1, gamma* = 0
+means speedup 1, and the same input gives byte-identical output. Runs are bounded and
+derandomized so that the default test command stays fast and repeatable."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+from builders import profile
+from click.testing import CliRunner, Result
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from observe_support import Engine, MetricsServer, Reply, sglang_text, vllm_text
+
+from spectune.cli import cli
+from spectune.observe.exposition import parse_exposition
+from spectune.observe.faults import BadBodyFault, ObserveError
+
+HOSTILE = Path(__file__).parent / "hostile"
+FAST = settings(max_examples=40, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow])
+
+# values that broke a range check once: NaN, infinities, negatives, huge integers, wrong types
+HOSTILE_VALUES = st.sampled_from([math.nan, math.inf, -math.inf, -1, 0, -0.5, 10**30, 2**63 + 1,
+                                  1e308, "x", "", None, True, [], {}, [math.nan], {"a": 1}])
+
+
+def answer_is_sane(res: Result) -> dict[str, Any] | None:
+    """Exit 0 or 2, no traceback; 2 is one line. Returns the document on 0."""
+    assert "Traceback" not in res.output, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    assert res.exit_code in (0, 2), (res.exit_code, res.output)
+    if res.exit_code == 2:
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("spectune: error: "), res.stderr
+        return None
+    doc: dict[str, Any] = json.loads(res.stdout)
+    return doc
+
+
+def speedups_are_sane(doc: dict[str, Any]) -> None:
+    for p in doc["points"]:
+        if not p["feasible"]:  # does not fit in memory: a reason, no prediction
+            assert p["reason"] and "speedups" not in p and "gamma" not in p
+            continue
+        sp = p["speedups"]
+        assert sp[0] == 1.0
+        for g, x in enumerate(sp):
+            assert math.isfinite(x) and x > 0, p
+            assert x <= (g + 1) * (1 + 1e-9), (g, x, p)
+        if p["gamma"] == 0:
+            assert p["speedup"] == 1.0 and not p["speculate"]
+        assert math.isfinite(p["speedup"]) and p["speedup"] >= 1.0 - 1e-9
+
+
+def recommend(text: str, *extra: str) -> Result:
+    return CliRunner().invoke(cli, ["recommend", "-", "-o", "json", *extra], input=text)
+
+
+# --------------------------------------------------------------------------- profiles
+profiles = st.fixed_dictionaries({
+    "batch_sizes": st.lists(st.integers(1, 100_000), min_size=1, max_size=4),
+    "context_lengths": st.lists(st.integers(1, 2_000_000), min_size=1, max_size=3),
+    "acceptance": st.one_of(st.fixed_dictionaries({"alpha": st.floats(0, 1)}),
+                            st.fixed_dictionaries({"per_position": st.lists(st.floats(0, 1), min_size=1,
+                                                                            max_size=6)})),
+    "gamma_max": st.integers(1, 16),
+    "tie_tolerance": st.floats(0, 0.5),
+    "bandwidth": st.floats(0.05, 100),
+    "fraction": st.floats(0.01, 1),
+    "overhead": st.floats(0, 5000),
+    "drafter": st.one_of(st.just({"kind": "ngram"}),
+                         st.fixed_dictionaries({"kind": st.just("cost_ratio"),
+                                                "cost_ratio": st.floats(0, 2)})),
+    "layers": st.integers(1, 200),
+    "heads": st.sampled_from([8, 16, 32, 64]),
+})
+#: Up to two fields replaced by a hostile value (often none: most examples reach the model).
+breaks = st.lists(st.tuples(st.sampled_from(["batch_sizes", "context_lengths", "acceptance", "gamma_max",
+                                             "tie_tolerance", "bandwidth", "fraction", "overhead",
+                                             "layers", "heads"]), HOSTILE_VALUES), max_size=2)
+
+
+def profile_text(p: dict[str, Any]) -> str:
+    base = profile(workload={"batch_sizes": p["batch_sizes"], "context_lengths": p["context_lengths"]},
+                   acceptance=p["acceptance"], gamma_max=p["gamma_max"], tie_tolerance=p["tie_tolerance"],
+                   achievable={"bandwidth_fraction": p["fraction"]}, drafter=p["drafter"])
+    base["gpu"] = {**base["gpu"], "hbm_bandwidth_tbps": p["bandwidth"]}
+    base["engine"] = {**base["engine"], "pass_overhead_us": p["overhead"]}
+    cfg = base["model"]["hf_config"]
+    base["model"]["hf_config"] = {**cfg, "num_hidden_layers": p["layers"], "num_attention_heads": p["heads"]}
+    return yaml.safe_dump(base, sort_keys=False)
+
+
+@FAST
+@given(profiles, breaks)
+def test_any_profile_gives_exit_0_or_2_and_sane_speedups(p: dict[str, Any],
+                                                         broken: list[tuple[str, Any]]) -> None:
+    text = profile_text({**p, **dict(broken)})
+    first = recommend(text)
+    doc = answer_is_sane(first)
+    if doc is not None:
+        speedups_are_sane(doc)
+        assert recommend(text).stdout == first.stdout  # byte-identical for identical input
+
+
+# --------------------------------------------------------------------------- observations
+def _base_observation() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((HOSTILE / "observation.yaml").read_text())
+    doc["operating_point"]["running"] = {"samples": 4, "mean": 5.0, "distribution": [
+        {"running": 2, "samples": 2}, {"running": 8, "samples": 2}]}
+    doc["operating_point"]["prompt_tokens"] = {"count": 4, "sum": 400, "mean": 100, "buckets": []}
+    doc["operating_point"]["generation_tokens"] = {"count": 4, "sum": 800, "mean": 200, "buckets": []}
+    return doc
+
+
+BASE_OBSERVATION = _base_observation()
+LEAVES = [("acceptance", "conditional"), ("acceptance", "conditional", 0), ("acceptance",),
+          ("operating_point", "running", "distribution", 0, "running"),
+          ("operating_point", "running", "distribution", 1, "samples"),
+          ("operating_point", "running", "samples"),
+          ("operating_point", "prompt_tokens", "mean"), ("operating_point", "generation_tokens", "mean"),
+          ("operating_point", "running"), ("speculation", "drafts"), ("speculation", "per_position"),
+          ("window", "samples"), ("schema",), ("kind",), ("notes",), ("engine",), ("segments",)]
+OBS_DIR = Path(tempfile.mkdtemp(prefix="spectune-props-"))
+
+
+def _set(doc: Any, path: tuple[Any, ...], value: Any) -> None:
+    for k in path[:-1]:
+        doc = doc[k]
+    doc[path[-1]] = value
+
+
+@FAST
+@given(st.lists(st.tuples(st.sampled_from(LEAVES),
+                          st.one_of(HOSTILE_VALUES, st.floats(allow_nan=True), st.integers(-10, 10**12),
+                                    st.floats(0, 1), st.integers(1, 100),
+                                    st.lists(st.floats(-1, 2), max_size=5))),
+                max_size=2))
+def test_any_observation_gives_exit_0_or_2_and_sane_speedups(edits: list[tuple[tuple[Any, ...], Any]]) \
+        -> None:
+    doc = copy.deepcopy(BASE_OBSERVATION)
+    for path, value in edits:
+        with contextlib.suppress(KeyError, IndexError, TypeError):  # an earlier edit replaced the parent
+            _set(doc, path, value)
+    f = OBS_DIR / "obs.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    res = recommend((HOSTILE / "base.yaml").read_text(), "--observed", str(f))
+    out = answer_is_sane(res)
+    if out is not None:
+        speedups_are_sane(out)
+
+
+# --------------------------------------------------------------------------- vLLM log lines
+LINE = ("INFO 11-22 23:46:33 [metrics.py:120] SpecDecoding metrics: Mean acceptance length: 2.33, "
+        "Accepted throughput: 12.11 tokens/s, Drafted throughput: 21.96 tokens/s, Accepted: {a} tokens, "
+        "Drafted: {d} tokens, Per-position acceptance rate: {r}, Avg Draft acceptance rate: 55.2%")
+counts = st.one_of(st.integers(0, 10_000), st.integers(0, 10**25))
+rate = st.one_of(st.floats(0, 1), st.floats(0, 1), st.floats(0, 5), st.just(math.nan))
+
+
+@FAST
+@given(st.lists(st.tuples(counts, counts, st.lists(rate, min_size=1, max_size=70)), min_size=1, max_size=4))
+def test_whatever_observe_log_writes_recommend_accepts(lines: list[tuple[int, int, list[float]]]) -> None:
+    """observe --log wrote files that recommend --observed then refused (issue 10)."""
+    log = OBS_DIR / "vllm.log"
+    log.write_text("\n".join(LINE.format(a=a, d=d, r=", ".join(f"{x:.3f}" for x in r)) for a, d, r in lines))
+    res = CliRunner().invoke(cli, ["observe", "--log", str(log), "-o", "yaml"])
+    assert "Traceback" not in res.output and res.exit_code in (0, 2, 6), res.output
+    if res.exit_code:
+        return
+    obs = OBS_DIR / "from-log.yaml"
+    obs.write_text(res.stdout)
+    doc = answer_is_sane(recommend((HOSTILE / "base.yaml").read_text(), "--observed", str(obs)))
+    assert doc is not None, "observe wrote an observation that recommend refuses"
+    speedups_are_sane(doc)
+
+
+# --------------------------------------------------------------------------- exposition reader
+names = st.sampled_from(["vllm:spec_decode_num_drafts_total", "vllm:num_requests_running",
+                         "vllm:spec_decode_num_accepted_tokens_per_pos_total", "x_total"])
+label_values = st.one_of(st.sampled_from(["0", "1", "2", "63", "64", "99999999", "-1", "", "a\\\"b"]),
+                         st.text(st.characters(codec="ascii", exclude_characters='"\\\n'), max_size=8))
+values = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10**20))
+
+
+@st.composite
+def exposition_text(draw: st.DrawFn) -> str:
+    lines = []
+    for _ in range(draw(st.integers(0, 8))):
+        name = draw(names)
+        labels = f'engine="{draw(st.sampled_from(["0", "1"]))}",position="{draw(label_values)}"'
+        lines.append(f"{name}{{{labels}}} {draw(values)}")
+    if draw(st.booleans()):
+        lines.append(draw(st.text(max_size=40)))
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(st.one_of(exposition_text(), st.text(max_size=200)))
+def test_the_exposition_reader_refuses_or_reads_consistently(body: str) -> None:
+    from spectune.observe import vllm
+
+    try:
+        expo = parse_exposition(body)
+    except BadBodyFault:
+        return
+    seen = [(s.name, s.labels) for series in expo.samples.values() for s in series]
+    assert len(seen) == len(set(seen))  # a repeated series is refused, never summed
+    try:
+        positions = vllm._positions(expo, None)
+    except ObserveError as err:
+        assert isinstance(err, BadBodyFault)
+        return
+    assert all(0 <= p < 64 for p in positions)
+
+
+# --------------------------------------------------------------------------- observe against a server
+some_number = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 10**20),
+                        st.floats(0, 1000))
+engines = st.builds(Engine, drafts=some_number, draft_tokens=some_number, accepted=some_number,
+                    per_pos=st.lists(some_number, max_size=4).map(tuple), running=some_number,
+                    prompt=st.tuples(some_number, some_number),
+                    generation=st.tuples(some_number, some_number))
+
+
+@settings(max_examples=20, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.lists(engines, min_size=1, max_size=3).map(lambda es: [vllm_text(e) for e in es]),
+                 st.tuples(some_number, some_number).map(lambda ar: [sglang_text(*ar)])))
+def test_whatever_a_server_says_observe_writes_a_loadable_observation_or_a_fault(pages: list[str]) -> None:
+    from spectune.observe import observe_url
+    from spectune.observe.observation import observation_from_dict
+
+    with MetricsServer(lambda n: Reply(200, pages[min(n, len(pages) - 1)])) as srv:
+        try:
+            obs = observe_url(srv.url, window=0.1, interval=0.05, retries=0, backoff=0.01, ask_version=False)
+        except ObserveError:
+            return
+    observation_from_dict(obs.to_dict())  # what observe writes, recommend --observed reads
