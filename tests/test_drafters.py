@@ -74,7 +74,8 @@ def test_check_warns_on_other_sizes_and_its_fix_carries_the_profiles(runner: Cli
     fix = doc["fix"]
     assert fix is not None and '"prompt_lookup_min":2' in fix["snippet"].replace(" ", "")
     same = tmp_path / "same.sh"
-    same.write_text("vllm serve meta-llama/Llama-3.1-8B --speculative-config '{\"method\":\"ngram\",\"num_speculative_tokens\":3,"
+    same.write_text("vllm serve meta-llama/Llama-3.1-8B --speculative-config "
+                    "'{\"method\":\"ngram\",\"num_speculative_tokens\":3,"
                     "\"prompt_lookup_min\":2,\"prompt_lookup_max\":4}'\n")
     doc = json.loads(runner.invoke(cli, ["check", str(same), "--profile", str(f), "-o", "json"]).stdout)
     assert not any("prompt_lookup" in w for w in doc["warnings"])
@@ -152,7 +153,8 @@ def test_tree_is_emitted_for_sglang_and_refused_for_vllm(runner: CliRunner, tmp_
     assert ndraft == int(verify_width(load_drafter("eagle2-llama-3.1-8b"), steps)) and ndraft != steps + 1
     assert "--speculative-adaptive" not in args  # SGLang adapts only topk-1 chains
     serve = tmp_path / "serve.sh"
-    serve.write_text("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct " + res.stdout)
+    serve.write_text("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                     + res.stdout)
     check = runner.invoke(cli, ["check", str(serve), "--profile", str(f), "-o", "json"])
     doc = json.loads(check.stdout)
     assert check.exit_code == 0 and not any("tree" in w for w in doc["warnings"])
@@ -176,7 +178,8 @@ def test_check_warns_when_the_configured_tree_differs(runner: CliRunner, tmp_pat
     f = tmp_path / "tree.yaml"
     f.write_text(yaml.safe_dump(TREE_PROFILE))
     serve = tmp_path / "serve.sh"
-    serve.write_text("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --speculative-algorithm EAGLE "
+    serve.write_text("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                     "--speculative-algorithm EAGLE "
                      "--speculative-draft-model-path yuhuili/EAGLE-LLaMA3.1-Instruct-8B "
                      "--speculative-num-steps 3 --speculative-eagle-topk 4 "
                      "--speculative-num-draft-tokens 16\n")
