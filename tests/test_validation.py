@@ -208,3 +208,28 @@ def test_shipped_h100_kernels_are_the_fit(tmp_path: Path) -> None:
             continue
         shipped = getattr(k, key.removesuffix("_us")) * (1e6 if key.endswith("_us") else 1.0)
         assert shipped == pytest.approx(val, rel=0.01, abs=1e-6), key
+
+
+def test_rocm_engine_adds_its_layer_time_to_every_pass() -> None:
+    """sglang-rocm is sglang plus a fixed time per layer per pass: a target pass of DeepSeek-V3
+    (61 layers) pays 61 x layer_overhead more, an MTP pass (1 layer) one; kernels unchanged."""
+    from spectune.cost import step_cost
+    from spectune.deployment import Parallelism
+    from spectune.profiles import load_drafter, load_engine, load_gpu, load_model
+    gpu, model, par = load_gpu("mi300x"), load_model("deepseek-v3"), Parallelism(8, 1, 1)
+    rocm, base = load_engine("sglang-rocm"), load_engine("sglang")
+    assert rocm.layer_overhead > 0 and rocm.prefill_token_cost > 0
+    for m, role in ((model, "target"), (load_drafter("mtp-deepseek-v3").model, "draft")):
+        assert m is not None
+        a = step_cost(m, gpu, par, rocm, 4.0, 1.0, 2048.0, role=role, drafter_kind="mtp")
+        b = step_cost(m, gpu, par, base, 4.0, 1.0, 2048.0, role=role, drafter_kind="mtp")
+        assert float(a.seconds - b.seconds) == pytest.approx(m.n_layers * rocm.layer_overhead, rel=1e-9)
+
+
+def test_mi300x_example_recommends_with_the_rocm_engine() -> None:
+    res = CliRunner().invoke(cli, ["recommend", str(ROOT / "examples" / "deepseek-v3-8xmi300x-mtp.yaml"),
+                                   "-o", "json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert "sglang-rocm" in json.dumps(doc)
+    assert all(p["speedup"] > 1 for p in doc["points"])
