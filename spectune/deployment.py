@@ -76,6 +76,8 @@ class Engine:
     draft bookkeeping). ``spec_step_overhead`` (YAML ``spec_cycle_overhead_us``): engine
     time per speculative cycle over a plain step (overlap scheduling lost, host-side
     bookkeeping, separate draft / verify / draft-extend graph replays), paid once per verify.
+    ``prefill_token_cost``: seconds per prompt token a prefill pass takes beyond its kernel
+    price (used where a prefill is priced: serving-latency validation rows).
     With kernel-true costs (:mod:`spectune.cost.kernels`) kernel fixed costs are priced per
     component, so ``layer_overhead`` is 0 in the shipped profiles.
     """
@@ -91,6 +93,7 @@ class Engine:
     #: ``(drafter kind, seconds)`` pairs overriding ``draft_pass_overhead`` for that kind
     #: (e.g. a head the engine captures in a CUDA graph).
     draft_pass_overhead_by_kind: tuple[tuple[str, float], ...] = ()
+    prefill_token_cost: float = 0.0
 
     def draft_overhead(self, kind: str = "") -> float:
         """Fixed seconds of one drafter pass of a ``kind`` drafter."""

@@ -279,7 +279,8 @@ def load_gpu(name: str, doc: Doc | None = None, path: KeyPath = ()) -> GPU:
 
 ENGINE_KEYS = ("name", "aliases", "version", "pass_overhead_us", "layer_overhead_us",
                "draft_pass_overhead_us", "verify_token_cost_us", "spec_cycle_overhead_us",
-               "spec_step_overhead_us", "draft_pass_overhead_by_kind_us", "base")
+               "spec_step_overhead_us", "draft_pass_overhead_by_kind_us", "prefill_token_cost_us",
+               "base")
 
 
 def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None = None) -> Engine:
@@ -310,6 +311,7 @@ def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None
         draft_pass_overhead_by_kind=_by_kind(doc, (*path, "draft_pass_overhead_by_kind_us"),
                                              v.get("draft_pass_overhead_by_kind_us"))
         if "draft_pass_overhead_by_kind_us" in v else b.draft_pass_overhead_by_kind,
+        prefill_token_cost=us("prefill_token_cost_us", b.prefill_token_cost),
     )
 
 

@@ -76,13 +76,35 @@ def test_qwen3_moe_eagle3_is_slower_on_h100(points: list[Point]) -> None:
     assert np.all(meas < 1) and np.all(pred < 1)
 
 
-@pytest.mark.xfail(strict=True, reason="MI300X kernels are priced with H100 fixed costs (no measured "
-                   "tables): bs-1 steps come out too fast and the speedup dips then rises")
+@pytest.mark.xfail(strict=True, reason="from concurrency 16 both measured runs serve about the benchmark's "
+                   "1 request/s and their latency grows with the cap; the modelled speculative server clears "
+                   "the arrivals with ~11 requests in flight: its ratio rises (docs/validation.md)")
 def test_amd_mtp_speedup_falls_with_concurrency(points: list[Point]) -> None:
     """AMD ROCm blog: DeepSeek-V3 MTP on 8x MI300X, 2.11x at concurrency 1 falling to 1.25x at 64."""
     _, pred, meas = _series(points, "AMD ROCm blog MTP, Table 1 [B5]")
     assert np.all(np.diff(meas) < 0)
     assert np.all(np.diff(pred) < 0)
+
+
+def test_amd_mtp_end_to_end_ratio_falls_where_the_servers_keep_up(points: list[Point]) -> None:
+    """Concurrency 1-8 (every request in flight served, no arrival-rate limit): the
+    end-to-end ratio, priced with the plain-decode-fitted ROCm stack terms and the prefills
+    that speculation does not shorten, falls with concurrency as measured and within 10 %."""
+    b, pred, meas = _series(points, "AMD ROCm blog MTP, Table 1 [B5]")
+    low = b <= 8
+    assert np.all(np.diff(pred[low]) < 0)
+    assert np.all(np.abs(pred[low] / meas[low] - 1) <= 0.10)
+
+
+def test_amd_rows_price_what_the_metric_measures(points: list[Point]) -> None:
+    """The AMD speedups are end-to-end latency ratios: priced as such (prefills included),
+    each is below the decode-throughput speedup of the same deployment at batch 1 .. B."""
+    from spectune.speedup import speedup_grid
+    from spectune.validation import deployment
+    for p in (q for q in points if q.row["source"] == "AMD ROCm blog MTP, Table 1 [B5]"):
+        assert p.row["metric"] == "e2e_latency"
+        g = speedup_grid(deployment(p.row), batch=np.arange(1, p.row["batch"] + 1))
+        assert p.predicted <= g.speedup[:, 0, p.row["gamma"]].max() + 1e-9
 
 
 def test_shipped_band_is_the_validation_residual_band(points: list[Point]) -> None:
@@ -106,6 +128,55 @@ def test_recommendation_points_carry_the_band() -> None:
             assert p["speedup_low"] == pytest.approx(p["speedup"] * SPEEDUP_BAND[0], rel=0.01)
         else:
             assert p["speedup_low"] == p["speedup_high"] == p["speedup"]
+
+
+def _plain_rows() -> list[dict]:
+    return yaml.safe_load((ROOT / "docs" / "plain-decode.yaml").read_text(encoding="utf-8"))
+
+
+def test_plain_decode_fit_rows_are_reproduced_and_never_validation_sources(points: list[Point]) -> None:
+    """The ROCm stack terms (profiles/engines/sglang-rocm.yaml) come from plain-decode serving
+    measurements, not from any speedup: each fit row's TPOT within 10 %, and no plain-decode
+    source is a source of a validation row."""
+    from spectune.validation import plain_tpot
+    rows = _plain_rows()
+    assert rows and all(r["use"] == "fit" for r in rows)
+    for r in rows:
+        assert plain_tpot(r) == pytest.approx(r["tpot_ms"] * 1e-3, rel=0.10), r["concurrency"]
+    val_sources = {p.row["source"] for p in points if p.use == "validation"}
+    assert not {r["source"] for r in rows} & val_sources
+
+
+def test_shipped_rocm_engine_terms_are_the_fit() -> None:
+    """profiles/engines/sglang-rocm.yaml holds what scripts/fit_engine_serving.py fits."""
+    pytest.importorskip("scipy")
+    import subprocess
+    import sys
+
+    from spectune.profiles import load_engine
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "fit_engine_serving.py"), "sglang-rocm"],
+                         capture_output=True, text=True, check=True).stdout
+    fitted = yaml.safe_load(out)
+    e = load_engine("sglang-rocm")
+    assert e.layer_overhead * 1e6 == pytest.approx(fitted["layer_overhead_us"], rel=0.01)
+    assert e.prefill_token_cost * 1e6 == pytest.approx(fitted["prefill_token_cost_us"], rel=0.01)
+
+
+def test_serving_latency_saturated_and_arrival_limited() -> None:
+    """Saturated (arrivals faster than service): L solves (L - p)(L - N p) = n t L, i.e. about
+    n t + (N + 1) p; arrival-limited: N = rate * L below the cap, and a higher cap changes
+    nothing; more prefill time dilutes a decode speedup towards 1."""
+    from spectune.validation import serving_latency
+    t = np.full(64, 0.02)
+    p, n = 0.1, 500
+    lat = serving_latency(p, t, n, 8, float("inf"), iterations=400)
+    assert (lat - p) * (lat - 8 * p) == pytest.approx(n * 0.02 * lat, rel=1e-6)
+    slow = serving_latency(p, t, n, 64, 0.5)
+    assert 0.5 * slow < 64
+    assert serving_latency(p, t, n, 32, 0.5) == pytest.approx(slow, rel=1e-6)
+    ratios = [serving_latency(q, t, n, 4, float("inf")) / serving_latency(q, t / 2, n, 4, float("inf"))
+              for q in (0.0, 0.5, 2.0)]
+    assert ratios[0] == pytest.approx(2.0) and ratios[0] > ratios[1] > ratios[2] > 1.0
 
 
 #: aiconfigurator-core 0.12.0's unpacked kernel tables, where a developer has them.
@@ -140,3 +211,28 @@ def test_shipped_h100_kernels_are_the_fit(tmp_path: Path) -> None:
             continue
         shipped = getattr(k, key.removesuffix("_us")) * (1e6 if key.endswith("_us") else 1.0)
         assert shipped == pytest.approx(val, rel=0.01, abs=1e-6), key
+
+
+def test_rocm_engine_adds_its_layer_time_to_every_pass() -> None:
+    """sglang-rocm is sglang plus a fixed time per layer per pass: a target pass of DeepSeek-V3
+    (61 layers) pays 61 x layer_overhead more, an MTP pass (1 layer) one; kernels unchanged."""
+    from spectune.cost import step_cost
+    from spectune.deployment import Parallelism
+    from spectune.profiles import load_drafter, load_engine, load_gpu, load_model
+    gpu, model, par = load_gpu("mi300x"), load_model("deepseek-v3"), Parallelism(8, 1, 1)
+    rocm, base = load_engine("sglang-rocm"), load_engine("sglang")
+    assert rocm.layer_overhead > 0 and rocm.prefill_token_cost > 0
+    for m, role in ((model, "target"), (load_drafter("mtp-deepseek-v3").model, "draft")):
+        assert m is not None
+        a = step_cost(m, gpu, par, rocm, 4.0, 1.0, 2048.0, role=role, drafter_kind="mtp")
+        b = step_cost(m, gpu, par, base, 4.0, 1.0, 2048.0, role=role, drafter_kind="mtp")
+        assert float(a.seconds - b.seconds) == pytest.approx(m.n_layers * rocm.layer_overhead, rel=1e-9)
+
+
+def test_mi300x_example_recommends_with_the_rocm_engine() -> None:
+    res = CliRunner().invoke(cli, ["recommend", str(ROOT / "examples" / "deepseek-v3-8xmi300x-mtp.yaml"),
+                                   "-o", "json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert "sglang-rocm" in json.dumps(doc)
+    assert all(p["speedup"] > 1 for p in doc["points"])
