@@ -178,7 +178,7 @@ OBSERVATION = _doc("Observation", "spectune observe", "what was measured on a ru
     "schema": {"const": 1},
     "engine": _obj({"name": {"enum": ["vllm", "sglang"]}, "version": _nullable(STR), "metrics": STR}),
     "model_name": _nullable(STR),
-    "source": _obj({"kind": {"enum": ["metrics", "log"]}, "where": STR}),
+    "source": _obj({"kind": {"enum": ["metrics", "log", "prometheus"]}, "where": STR}),
     "window": _obj({"start": _nullable(STR), "end": _nullable(STR), "seconds": _NNUM,
                     "interval_seconds": _NNUM, "samples": NONNEG_INT, "failed_samples": NONNEG_INT}),
     "speculation": _obj({
@@ -202,10 +202,24 @@ OBSERVATION = _doc("Observation", "spectune observe", "what was measured on a ru
     "acceptance": _obj({"kind": {"enum": ["per-position", "mean-length"]},
                         "conditional": _arr(FRACTION, 1), "source": STR}),
     "notes": _arr(STR),
+    "labels": {"type": "object", "additionalProperties": STR,
+               "description": "observe --prometheus: the group's labels (model_name and --by)"},
+}, required=["schema", "engine", "model_name", "source", "window", "speculation", "segments",
+             "operating_point", "acceptance", "notes"])
+
+_EMBEDDED_OBSERVATION = {k: v for k, v in OBSERVATION.items() if k not in ("$schema", "$id")}
+FLEET = _doc("Fleet", "spectune observe --prometheus",
+                         "one Observation per group of servers, from Prometheus", {
+    "source": _obj({"prometheus": STR, "selector": _nullable(STR), "by": _arr(STR, 1)}),
+    "window": _obj({"start": STR, "end": STR, "seconds": NUM, "step_seconds": NUM}),
+    "groups": _arr(_EMBEDDED_OBSERVATION, 1),
+    "skipped": _arr(_obj({"labels": {"type": "object", "additionalProperties": STR}, "reason": STR})),
+    "notes": _arr(STR),
 })
 
 SCHEMAS: dict[str, Schema] = {s["title"]: s for s in (
-    RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT, OBSERVATION)}
+    RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT, OBSERVATION,
+    FLEET)}
 
 
 def kinds() -> dict[str, str]:

@@ -1,0 +1,226 @@
+"""`spectune observe --prometheus` against a REAL Prometheus server (Debian's package) that
+scrapes four loopback exporters replaying the real vLLM 0.32.0 scrape: two replicas of two
+deployments, one replica restarted (counters back to 0) in the middle of the window.
+
+Marked `prometheus` (deselected by default; scripts/ci_prometheus.sh installs Prometheus and
+runs them); skipped when the binary is absent.
+
+The independent computation: the raw samples Prometheus stored in the window (a range
+selector, checked to be values the exporters served) go through Prometheus's documented
+increase() (a counter that falls restarted from 0; the result is extrapolated to the window's
+edges: promql/functions.go extrapolatedRate, Prometheus 2.x), written out below, then are
+summed per deployment; running requests are the latest sample at each step time, summed.
+spectune's per-group results must equal those.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from observe_support import closed_port
+from prometheus_support import (
+    SPEC,
+    PrometheusServer,
+    ReplayExporter,
+    Traffic,
+    all_served,
+    prometheus_binary,
+    wait_until,
+)
+
+from spectune.cli import cli
+
+pytestmark = pytest.mark.prometheus
+
+WINDOW = 20  # seconds
+RESTART_INTO_WINDOW = 10.0  # seconds after the window's start
+PODS = {  # pod -> (deployment, model, traffic per tick)
+    "chat-0": ("chat", "tiny-llama", Traffic(4, 12, (3, 2, 1), 40, 90, 4, 2.5, 0.02, (1, 2, 3, 4))),
+    "chat-1": ("chat", "tiny-llama", Traffic(6, 17, (4, 2, 1), 200, 30, 6, 1.5, 0.03, (2, 2, 6))),
+    "code-0": ("code", "tiny-llama-code", Traffic(5, 15, (4, 3, 2), 700, 300, 5, 3.0, 0.05, (0, 1, 5))),
+    "code-1": ("code", "tiny-llama-code", Traffic(3, 9, (3, 3, 2), 900, 120, 3, 3.5, 0.04, (3, 4))),
+}
+RESTARTED = "code-1"
+
+
+@dataclass
+class Fleet:
+    prom: PrometheusServer
+    exporters: dict[str, ReplayExporter]
+    at: float
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    binary = prometheus_binary()
+    if binary is None:
+        pytest.skip("no prometheus binary (apt-get install prometheus)")
+    t0 = time.time()
+    exporters = {pod: ReplayExporter(model, tr, t0) for pod, (_, model, tr) in PODS.items()}
+    for e in exporters.values():
+        e.__enter__()
+    targets = [(e.target, {"deployment": PODS[p][0], "pod": p, "namespace": "prod"})
+               for p, e in exporters.items()]
+    try:
+        with PrometheusServer(binary, tmp_path_factory.mktemp("prometheus"), targets) as prom:
+            prom.wait_for_targets(len(targets))
+            start = math.ceil(time.time()) + 2  # scrapes before the window, so it begins with samples
+            exporters[RESTARTED].restart_at = start + RESTART_INTO_WINDOW - t0
+            at = float(start + WINDOW)
+            wait_until(at + 1.5)  # the scrape at `at` is stored
+            yield Fleet(prom, exporters, at)
+    finally:
+        for e in exporters.values():
+            e.__exit__()
+
+
+# --------------------------------------------------------------------------- independent computation
+def prometheus_increase(samples: list[tuple[int, float]], start_ms: int, end_ms: int) -> float | None:
+    """Prometheus 2.x increase() of one series from its raw samples in [start, end] (ms)."""
+    if len(samples) < 2:
+        return None
+    result = samples[-1][1] - samples[0][1]
+    last = 0.0
+    for _, v in samples:  # a counter that falls restarted from 0: add what it had reached
+        if v < last:
+            result += last
+        last = v
+    to_start = (samples[0][0] - start_ms) / 1000
+    to_end = (end_ms - samples[-1][0]) / 1000
+    sampled = (samples[-1][0] - samples[0][0]) / 1000
+    average = sampled / (len(samples) - 1)
+    if result > 0 and samples[0][1] >= 0:
+        to_zero = sampled * (samples[0][1] / result)
+        to_start = min(to_start, to_zero)
+    threshold = average * 1.1
+    interval = sampled
+    interval += to_start if to_start < threshold else average / 2
+    interval += to_end if to_end < threshold else average / 2
+    return result * (interval / sampled)
+
+
+def group_increase(f: Fleet, name: str, deployment: str, position: str | None = None) -> float:
+    """Sum over the deployment's series of the increase of ``name`` in the window."""
+    served = {v for n, lab, v in all_served(list(f.exporters.values())) if n == name}
+    total = 0.0
+    sel = f'deployment="{deployment}"' + (f',position="{position}"' if position is not None else "")
+    series = f.prom.raw(f"{name}{{{sel}}}[{WINDOW}s]", f.at)
+    assert series, name
+    for _, samples in series:
+        assert all(v in served for _, v in samples), f"{name}: Prometheus holds a value no exporter served"
+        inc = prometheus_increase(samples, round((f.at - WINDOW) * 1000), round(f.at * 1000))
+        total += inc or 0.0
+    return total
+
+
+def running_distribution(f: Fleet, deployment: str, step: float) -> dict[int, int]:
+    """Running requests summed over the deployment's pods at each step time (latest sample
+    at or before it), counted per value."""
+    series = f.prom.raw(f'vllm:num_requests_running{{deployment="{deployment}"}}[{WINDOW + 30}s]', f.at)
+    n = round(WINDOW / step)
+    counts: dict[int, int] = {}
+    for i in range(n + 1):
+        t = round((f.at - WINDOW + i * step) * 1000)
+        latest = [[v for ts, v in samples if ts <= t][-1:] for _, samples in series]
+        if any(latest):  # no sample of any pod yet: Prometheus has no value at that step
+            total = round(sum(v[0] for v in latest if v))
+            counts[total] = counts.get(total, 0) + 1
+    return counts
+
+
+def observe(f: Fleet, *args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(cli, ["observe", "--prometheus", f.prom.url, "--window", f"{WINDOW}s",
+                                 "--at", f"{f.at:.3f}", "--interval", "1", *args])
+    return r.exit_code, r.stdout, r.stderr
+
+
+# --------------------------------------------------------------------------- tests
+def test_per_deployment_equals_independent_computation(fleet: Fleet) -> None:
+    code, out, err = observe(fleet, "--by", "deployment", "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["kind"] == "Fleet"
+    from jsonschema import Draft202012Validator
+
+    from spectune.schema import SCHEMAS
+
+    assert not list(Draft202012Validator(SCHEMAS["Fleet"]).iter_errors(doc))
+    groups = {g["labels"]["deployment"]: g for g in doc["groups"]}
+    assert set(groups) == {"chat", "code"}
+    # the restart really happened inside the window, in the raw samples
+    raw = fleet.prom.raw(f'{SPEC[0]}{{pod="{RESTARTED}"}}[{WINDOW}s]', fleet.at)[0][1]
+    assert any(b[1] < a[1] for a, b in itertools.pairwise(raw))
+    for dep, g in groups.items():
+        assert g["kind"] == "Observation" and g["labels"]["model_name"] == PODS[f"{dep}-0"][1]
+        spec = g["speculation"]
+        drafts = group_increase(fleet, SPEC[0], dep)
+        dtok = group_increase(fleet, SPEC[1], dep)
+        acc = group_increase(fleet, SPEC[2], dep)
+        pos = [group_increase(fleet, SPEC[3], dep, str(i)) for i in range(3)]
+        print(f"{dep}: spectune drafts={spec['drafts']} accepted={spec['accepted_tokens']} "
+              f"per-pos={spec['per_position']['accepted']} | independent drafts={drafts:.6g} "
+              f"accepted={acc:.6g} per-pos={[round(p, 6) for p in pos]}")
+        assert spec["drafts"] == pytest.approx(drafts, rel=1e-6)
+        assert spec["draft_tokens"] == pytest.approx(dtok, rel=1e-6)
+        assert spec["accepted_tokens"] == pytest.approx(acc, rel=1e-6)
+        assert spec["per_position"]["accepted"] == pytest.approx(pos, rel=1e-6)
+        cond = [pos[0] / drafts, pos[1] / pos[0], pos[2] / pos[1]]
+        assert g["acceptance"]["conditional"] == pytest.approx(cond, rel=1e-5)
+        assert spec["mean_acceptance_length"] == pytest.approx(1 + acc / drafts, rel=1e-5)
+        # batch mix: running requests over the gauge samples
+        dist = running_distribution(fleet, dep, doc["window"]["step_seconds"])
+        got = {d["running"]: d["samples"] for d in g["operating_point"]["running"]["distribution"]}
+        print(f"{dep}: running spectune={got} independent={dist}")
+        assert got == dist
+        # context: finished requests' prompt + generation lengths
+        for h in ("prompt_tokens", "generation_tokens"):
+            name = f"vllm:request_{h}"
+            mean = group_increase(fleet, name + "_sum", dep) / group_increase(fleet, name + "_count", dep)
+            assert g["operating_point"][h]["mean"] == pytest.approx(mean, rel=1e-5)
+    assert any("1 counter reset" in n for n in groups["code"]["notes"])
+    assert not any("counter reset(s)" in n for n in groups["chat"]["notes"])
+    assert any("increase()" in n for n in doc["notes"])
+
+
+def test_default_grouping_is_model_name_and_each_group_loads_as_an_observation(
+        fleet: Fleet, tmp_path: Path) -> None:
+    import yaml
+
+    from spectune.observe.observation import observation_from_dict
+
+    code, out, err = observe(fleet, "-o", "yaml")
+    assert code == 0, err
+    doc = yaml.safe_load(out)
+    assert [g["labels"] for g in doc["groups"]] == [{"model_name": "tiny-llama"},
+                                                    {"model_name": "tiny-llama-code"}]
+    obs = observation_from_dict(doc["groups"][0], "group 0")
+    assert obs.labels == {"model_name": "tiny-llama"} and obs.source.kind == "prometheus"
+    (tmp_path / "g.yaml").write_text(yaml.safe_dump(doc["groups"][1]), encoding="utf-8")
+    r = CliRunner().invoke(cli, ["recommend", "llama-3.1-8b-h100-ngram", "--observed",
+                                 str(tmp_path / "g.yaml"), "-o", "json"])
+    assert r.exit_code == 0, r.stderr
+    code, table, _ = observe(fleet, "--by", "deployment,pod")
+    assert code == 0 and "deployment=code, pod=code-1" in table
+
+
+def test_faults(fleet: Fleet) -> None:
+    code, _, err = observe(fleet, "--selector", '{namespace="staging"}')
+    assert code == 7 and "no vllm:spec_decode_*" in err and 'namespace="staging"' in err
+    code, _, err = observe(fleet, "--selector", '{namespace=~"("}')
+    assert code == 2 and "Prometheus rejected the query" in err
+    code, _, err = observe(fleet, "--by", "bad-label")
+    assert code == 2 and "not a Prometheus label name" in err
+    r = CliRunner().invoke(cli, ["observe", "--prometheus", f"http://127.0.0.1:{closed_port()}",
+                                 "--window", "20s"])
+    assert r.exit_code == 3 and "refused" in r.stderr
+    # a path that is not the Prometheus API: HTTP 404
+    r = CliRunner().invoke(cli, ["observe", "--prometheus", f"{fleet.prom.url}/nothing", "--window", "5m"])
+    assert r.exit_code == 4 and "HTTP 404" in r.stderr
