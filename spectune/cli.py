@@ -16,6 +16,7 @@ import click
 from spectune import __version__
 from spectune.errors import InputError, SpectuneError
 from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
+from spectune.observe.command import DURATION, prometheus_options
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -83,8 +84,9 @@ def cli() -> None:
 @click.option("--observed", type=click.Path(dir_okay=False),
               help="Acceptance and batch mix from a `spectune observe -o yaml` file.")
 @click.option("--metrics-url", help="Observe this server's /metrics first (see `observe`).")
-@click.option("--window", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
-              help="With --metrics-url: seconds to observe.")
+@click.option("--window", type=DURATION, default=None,
+              help="With --metrics-url: seconds to observe [default: 60]; with --prometheus: 20s, 5m, "
+                   "1h... [default: 1h].")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=5.0, show_default=True,
               help="With --metrics-url: seconds between samples of the running requests.")
 @click.option("--model-name", help="With --metrics-url: the served model to read, when there are several.")
@@ -93,15 +95,33 @@ def cli() -> None:
 @click.option("--ca-bundle", type=click.Path(dir_okay=False), help="With --metrics-url: CA bundle for TLS.")
 @click.option("--emit", "emit_kind", type=click.Choice(["vllm", "vllm-yaml", "sglang"]),
               help="Print only the serving-engine snippet for the recommendation.")
+@prometheus_options
+@click.option("--match", multiple=True, metavar="LABEL=VALUE",
+              help="With --prometheus: only the groups with these labels (repeatable).")
 def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
               gamma_max: int | None, alpha: float | None, observed: str | None,
-              metrics_url: str | None, window: float, interval: float, model_name: str | None,
+              metrics_url: str | None, window: float | None, interval: float, model_name: str | None,
               token_file: str | None,
-              ca_bundle: str | None, emit_kind: str | None) -> None:
+              ca_bundle: str | None, emit_kind: str | None, prometheus: str | None, selector: str | None,
+              by: tuple[str, ...], at: str | None, org_id: str | None, match: tuple[str, ...]) -> None:
     """Recommend gamma* per batch size and context length for PROFILE.
 
     PROFILE is a deployment YAML file, '-' for stdin, or the name of a shipped example.
+    With --prometheus, every group of servers Prometheus scrapes (model_name and the --by
+    labels, narrowed by --match) gets its own gamma table at its observed acceptance and
+    batch mix, with a summary across groups.
     """
+    if prometheus:
+        from spectune.fleet_command import recommend_prometheus
+
+        if observed or metrics_url or alpha is not None or batches or contexts:
+            raise InputError("--prometheus takes acceptance and operating points from Prometheus: "
+                             "not with --observed, --metrics-url, --alpha, --batch or --context")
+        recommend_prometheus(profile, prometheus, match, fmt, emit_kind, gamma_max, dict(
+            window=window, interval=interval, selector=selector, by=by, at=at, timeout=30.0,
+            token_env="SPECTUNE_METRICS_TOKEN", token_file=token_file, ca_bundle=ca_bundle,
+            insecure=False, org_id=org_id))
+        return
     from dataclasses import replace
 
     from spectune.acceptance import Acceptance
@@ -122,7 +142,7 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
             observation = obs.load_observation(observed)
         else:
             assert metrics_url is not None
-            observation = obs.observe_url(metrics_url, window=window, interval=interval,
+            observation = obs.observe_url(metrics_url, window=window or 60.0, interval=interval,
                                           model_name=model_name,
                                           token_file=token_file, ca_bundle=ca_bundle)
         applied = apply_observation(dep, observation, keep_batches=bool(batches),
@@ -467,6 +487,9 @@ def schema_command(kind: str | None) -> None:
 from spectune.observe.command import observe as _observe  # noqa: E402
 
 cli.add_command(_observe, "observe")
+from spectune.fleet_command import fleet_command as _fleet  # noqa: E402
+
+cli.add_command(_fleet, "fleet")
 
 
 def main() -> None:

@@ -217,9 +217,30 @@ FLEET = _doc("Fleet", "spectune observe --prometheus",
     "notes": _arr(STR),
 })
 
+_EMBEDDED_RECOMMENDATION = {k: v for k, v in RECOMMENDATION.items() if k not in ("$schema", "$id")}
+_GAMMAS = _arr(_obj({"batch": POS_INT, "gamma": NONNEG_INT}))
+FLEET_REPORT = _doc("FleetReport", "spectune fleet / recommend --prometheus",
+                    "per deployment: current and recommended gamma, predicted gain, gamma table", {
+    "source": _obj({"prometheus": STR, "selector": _nullable(STR), "by": _arr(STR, 1),
+                    "window_seconds": NUM, "end": STR}),
+    "groups": _arr(_obj({
+        "labels": {"type": "object", "additionalProperties": STR},
+        "profile": STR, "config": _nullable(STR),
+        "acceptance": _obj({"conditional": _arr(FRACTION, 1), "source": STR}),
+        "batch_mix": _arr(_obj({"batch": POS_INT, "weight": FRACTION})),
+        "context_lengths": _arr(POS_INT),
+        "current": _nullable(_obj({"gamma": _GAMMAS, "speedup": NUM})),
+        "recommended": _obj({"gamma": _GAMMAS, "static_gamma": NONNEG_INT, "speedup": NUM}),
+        "gain": _nullable(NUM),
+        "notes": _arr(STR),
+        "recommendation": _EMBEDDED_RECOMMENDATION,
+    })),
+    "notes": _arr(STR),
+})
+
 SCHEMAS: dict[str, Schema] = {s["title"]: s for s in (
     RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT, OBSERVATION,
-    FLEET)}
+    FLEET, FLEET_REPORT)}
 
 
 def kinds() -> dict[str, str]:

@@ -224,3 +224,78 @@ def test_faults(fleet: Fleet) -> None:
     # a path that is not the Prometheus API: HTTP 404
     r = CliRunner().invoke(cli, ["observe", "--prometheus", f"{fleet.prom.url}/nothing", "--window", "5m"])
     assert r.exit_code == 4 and "HTTP 404" in r.stderr
+
+
+PROFILE = "llama-3.1-8b-h100-ngram"
+
+
+def test_recommend_gives_one_gamma_table_per_deployment(fleet: Fleet) -> None:
+    base = ["recommend", PROFILE, "--prometheus", fleet.prom.url, "--window", f"{WINDOW}s",
+            "--at", f"{fleet.at:.3f}", "--interval", "1"]
+    r = CliRunner().invoke(cli, [*base, "--by", "deployment", "-o", "json"])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "FleetReport"
+    from jsonschema import Draft202012Validator
+
+    from spectune.schema import SCHEMAS
+
+    assert not list(Draft202012Validator(SCHEMAS["FleetReport"]).iter_errors(doc))
+    assert [g["labels"]["deployment"] for g in doc["groups"]] == ["chat", "code"]
+    obs = json.loads(observe(fleet, "--by", "deployment", "-o", "json")[1])
+    for g, o in zip(doc["groups"], obs["groups"], strict=True):
+        rec = g["recommendation"]
+        # each table is at that deployment's own acceptance and observed batch sizes
+        assert g["acceptance"]["conditional"] == pytest.approx(o["acceptance"]["conditional"], rel=1e-3)
+        busy = sorted(d["running"] for d in o["operating_point"]["running"]["distribution"] if d["running"])
+        assert rec["batch_sizes"] == busy == [m["batch"] for m in g["batch_mix"]]
+        assert sum(m["weight"] for m in g["batch_mix"]) == pytest.approx(1, abs=1e-3)
+        # the recommended gamma per batch is the table's gamma* where one context is observed
+        if len(rec["context_lengths"]) == 1:
+            assert [x["gamma"] for x in g["recommended"]["gamma"]] == [p["gamma"] for p in rec["points"]]
+        assert g["current"] is None and g["gain"] is None
+    table = CliRunner().invoke(cli, [*base, "--by", "deployment"])
+    assert table.exit_code == 0 and "== model_name=tiny-llama, deployment=chat ==" in table.stdout
+    # a selector matching two models, without --by: which profile goes with which is unknown
+    r = CliRunner().invoke(cli, base)
+    assert r.exit_code == 2 and "matches 2 models" in r.stderr
+    r = CliRunner().invoke(cli, [*base, "--match", "model_name=tiny-llama-code", "--emit", "vllm"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["method"] == "ngram"
+    r = CliRunner().invoke(cli, [*base, "--match", "deployment=chat"])
+    assert r.exit_code == 2 and "not a grouping label" in r.stderr
+
+
+def test_fleet_file_compares_current_and_recommended_gamma(fleet: Fleet, tmp_path: Path) -> None:
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "deploy" / "chat.sh").write_text(
+        "vllm serve tiny-llama --speculative-config "
+        "'{\"method\": \"ngram\", \"num_speculative_tokens\": 7, \"prompt_lookup_max\": 3}'\n",
+        encoding="utf-8")
+    (tmp_path / "fleet.yaml").write_text(
+        f"prometheus: {fleet.prom.url}\nwindow: {WINDOW}s\nby: [deployment]\n"
+        "selector: '{namespace=\"prod\"}'\n"
+        f"deployments:\n  - match: {{deployment: chat}}\n    profile: {PROFILE}\n    config: deploy/chat.sh\n"
+        f"  - match: {{deployment: gone}}\n    profile: {PROFILE}\n", encoding="utf-8")
+    r = CliRunner().invoke(cli, ["fleet", str(tmp_path / "fleet.yaml"), "--at", f"{fleet.at:.3f}",
+                                 "--interval", "1", "-o", "yaml"])
+    assert r.exit_code == 0, r.stderr
+    import yaml
+
+    doc = yaml.safe_load(r.stdout)
+    (g,) = doc["groups"]
+    assert {x["gamma"] for x in g["current"]["gamma"]} == {7}
+    rec = g["recommendation"]
+    # the current speedup is the table's speedup at gamma 7, weighted by the batch mix
+    gi = rec["gammas"].index(7) if 7 in rec["gammas"] else None
+    if gi is not None:
+        w = {m["batch"]: m["weight"] for m in g["batch_mix"]}
+        by_batch: dict[int, list[float]] = {}
+        for p in rec["points"]:
+            by_batch.setdefault(p["batch"], []).append(p["speedups"][gi])
+        expect = sum(w[b] * sum(v) / len(v) for b, v in by_batch.items())
+        assert g["current"]["speedup"] == pytest.approx(expect, rel=2e-3)
+    # speedups are printed to 4 significant digits
+    assert g["gain"] == pytest.approx(g["recommended"]["speedup"] / g["current"]["speedup"] - 1, abs=1e-3)
+    assert g["recommended"]["speedup"] >= g["current"]["speedup"] * (1 - 1e-3)
+    assert any("deployment=code" in n and "no deployments entry" in n for n in doc["notes"])
+    assert any("deployment=gone" in n for n in doc["notes"])

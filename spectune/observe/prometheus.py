@@ -462,12 +462,14 @@ def observe_prometheus(url: str, *, window: float, at: float | None = None, inte
             out.append(_finish(obs, g, q, where))
     if not out:
         raise type(errors[0])(f"no group could be observed; {errors[0].message}")
-    notes = [RESETS_NOTE] + [f"skipped {lab}: {why}" for lab, why in skipped]
+    notes = [RESETS_NOTE] + [f"skipped {describe_labels(lab)}: {why}" for lab, why in skipped]
+    notes += [f"{describe_labels(o.labels)}: {n}" for o in out for n in o.notes if "counter reset(s)" in n]
     return Fleet(tuple(out), tuple(skipped), where, q, tuple(notes))
 
 
-def select_groups(fleet: Fleet, match: Sequence[str]) -> list[Observation]:
-    """The observations whose labels equal every ``LABEL=VALUE`` of ``match``; usage error for none."""
+def select_groups(fleet: Fleet, match: Sequence[str], required: bool = True) -> list[Observation]:
+    """The observations whose labels equal every ``LABEL=VALUE`` of ``match``; a usage error
+    for none when ``required``."""
     want: dict[str, str] = {}
     for m in match:
         k, sep, v = m.partition("=")
@@ -479,7 +481,7 @@ def select_groups(fleet: Fleet, match: Sequence[str]) -> list[Observation]:
         raise ObserveUsageError(f"--match {', '.join(missing)}: not a grouping label; add --by "
                                 f"{','.join(missing)} (grouping: {', '.join(fleet.query.by)})")
     found = [o for o in fleet.observations if all(o.labels.get(k) == v for k, v in want.items())]
-    if not found:
+    if not found and required:
         have = "; ".join(describe_labels(o.labels) for o in fleet.observations)
         raise ObserveUsageError(f"--match {' '.join(match)} selects no group (groups: {have})")
     return found
