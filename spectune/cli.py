@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -424,12 +425,15 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
 # --------------------------------------------------------------------------- check
 @cli.command("check")
 @click.argument("serving_config", metavar="SERVING_CONFIG")
-@click.option("--profile", required=True,
+@click.option("--profile",
               help="Deployment profile the configuration serves (file, '-' or shipped example).")
+@click.option("--profiles", "profile_map", type=click.Path(dir_okay=False),
+              help="With a directory SERVING_CONFIG: YAML mapping each manifest to its profile.")
 @click.option("--tolerance", type=click.FloatRange(0, 1), default=0.03, show_default=True,
               help="Largest acceptable shortfall from the recommended settings' speedup at any point.")
 @output_option()
-def check_command(serving_config: str, profile: str, tolerance: float, fmt: str) -> None:
+def check_command(serving_config: str, profile: str | None, profile_map: str | None, tolerance: float,
+                  fmt: str) -> None:
     """Gate a deployed serving configuration against PROFILE's recommendation (for CI).
 
     SERVING_CONFIG is a `vllm serve --config` YAML file, a text file or shell script with a
@@ -445,10 +449,29 @@ def check_command(serving_config: str, profile: str, tolerance: float, fmt: str)
     1 more than that left on the table somewhere, or speculation slows a point down;
     2 bad input (unparseable file, no engine command, bad profile).
     -o markdown writes a report for a pull request (verdict, per-point table, fix).
+
+    \b
+    GitOps: SERVING_CONFIG may be a directory of manifests, with --profiles MAP.yaml mapping
+    each to its profile (examples/gitops/):
+      spectune check deploy/ --profiles profiles.yaml
     """
     from spectune.check import check, read_serving_config
     from spectune.profiles import load_deployment
 
+    if Path(serving_config).is_dir() or profile_map:
+        from spectune.gitops import check_directory
+
+        if not (Path(serving_config).is_dir() and profile_map) or profile:
+            raise InputError("check a directory of manifests with --profiles MAP.yaml (not --profile)")
+        doc, code = check_directory(serving_config, profile_map, tolerance,
+                                    lambda w: click.echo(f"spectune: warning: {w}", err=True))
+        emit(doc, fmt)
+        if code:
+            click.echo(f"spectune: check failed: {doc['summary']}", err=True)
+            sys.exit(code)
+        return
+    if not profile:
+        raise InputError("give --profile PROFILE (or a directory of manifests and --profiles MAP.yaml)")
     conf = read_serving_config(serving_config)
     dep = load_deployment(profile)
     result = check(conf, dep, tolerance)

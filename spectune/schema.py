@@ -238,9 +238,17 @@ FLEET_REPORT = _doc("FleetReport", "spectune fleet / recommend --prometheus",
     "notes": _arr(STR),
 })
 
+CHECK_SET = _doc("CheckSet", "spectune check DIR --profiles MAP",
+                 "every manifest of a directory checked against its profile", {
+    "verdict": {"enum": ["pass", "fail"]},
+    "summary": STR,
+    "checks": _arr(_obj({"manifest": STR, "profile": STR,
+                         "report": {k: v for k, v in CHECK_REPORT.items() if k not in ("$schema", "$id")}})),
+})
+
 SCHEMAS: dict[str, Schema] = {s["title"]: s for s in (
     RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT, OBSERVATION,
-    FLEET, FLEET_REPORT)}
+    FLEET, FLEET_REPORT, CHECK_SET)}
 
 
 def kinds() -> dict[str, str]:
