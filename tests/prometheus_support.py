@@ -268,3 +268,27 @@ def all_served(exporters: list[ReplayExporter]) -> Iterator[tuple[str, str, floa
         for _, values in e.served:
             for (name, labels), v in values.items():
                 yield name, labels, v
+
+
+def prometheus_increase(samples: list[tuple[int, float]], start_ms: int, end_ms: int) -> float | None:
+    """Prometheus 2.x increase() of one series from its raw samples in [start, end] (ms)."""
+    if len(samples) < 2:
+        return None
+    result = samples[-1][1] - samples[0][1]
+    last = 0.0
+    for _, v in samples:  # a counter that falls restarted from 0: add what it had reached
+        if v < last:
+            result += last
+        last = v
+    to_start = (samples[0][0] - start_ms) / 1000
+    to_end = (end_ms - samples[-1][0]) / 1000
+    sampled = (samples[-1][0] - samples[0][0]) / 1000
+    average = sampled / (len(samples) - 1)
+    if result > 0 and samples[0][1] >= 0:
+        to_zero = sampled * (samples[0][1] / result)
+        to_start = min(to_start, to_zero)
+    threshold = average * 1.1
+    interval = sampled
+    interval += to_start if to_start < threshold else average / 2
+    interval += to_end if to_end < threshold else average / 2
+    return result * (interval / sampled)
