@@ -8,18 +8,15 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import requests
-from observe_support import PROM, SCRAPE, fixture_text
+from observe_support import SCRAPE, MetricsServer, Reply, closed_port, fixture_text
 
 TICK = 0.5  # seconds between steps of the replayed counters
 SPEC = ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
@@ -32,14 +29,6 @@ def prometheus_binary() -> str | None:
     """The Prometheus server binary (Debian's package puts it in /usr/bin)."""
     return shutil.which("prometheus") or ("/usr/bin/prometheus" if os.access("/usr/bin/prometheus", os.X_OK)
                                           else None)
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = int(s.getsockname()[1])
-    s.close()
-    return port
 
 
 @dataclass
@@ -90,34 +79,19 @@ class ReplayExporter:
 
     def __post_init__(self) -> None:
         self._template = fixture_text(SCRAPE).replace('model_name="tiny-llama"', f'model_name="{self.model}"')
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                now = time.time()
-                body, values = owner.page(now)
-                with owner._lock:
-                    owner.served.append((now, values))
-                data = body.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", PROM)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._server = MetricsServer(self._reply)
+
+    def _reply(self, n: int) -> Reply:
+        now = time.time()
+        body, values = self.page(now)
+        with self._lock:
+            self.served.append((now, values))
+        return Reply(body=body)
 
     @property
     def target(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"{host}:{port}"
+        return self._server.url.removeprefix("http://").removesuffix("/metrics")
 
     def ticks(self, now: float) -> tuple[int, bool]:
         """Ticks since the (last) start and whether the process has restarted."""
@@ -170,13 +144,11 @@ class ReplayExporter:
         return "\n".join(out) + "\n", values
 
     def __enter__(self) -> ReplayExporter:
-        self._thread.start()
+        self._server.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._server.__exit__(*exc)
 
 
 @dataclass
@@ -205,7 +177,7 @@ class PrometheusServer:
         return "\n".join(lines) + "\n"
 
     def __enter__(self) -> PrometheusServer:
-        self.port = free_port()
+        self.port = closed_port()
         conf = self.folder / "prometheus.yml"
         conf.write_text(self.config(), encoding="utf-8")
         self._log = open(self.folder / "prometheus.log", "wb")
