@@ -25,9 +25,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from observe_support import closed_port
+from observe_support import MetricsServer, Reply, closed_port, sglang_text
 from prometheus_support import (
     SPEC,
+    TICK,
     PrometheusServer,
     ReplayExporter,
     Traffic,
@@ -50,6 +51,8 @@ PODS = {  # pod -> (deployment, model, traffic per tick)
     "code-1": ("code", "tiny-llama-code", Traffic(3, 9, (3, 3, 2), 900, 120, 3, 3.5, 0.04, (3, 4))),
 }
 RESTARTED = "code-1"
+SGLANG_LENGTHS = (2.2, 2.6, 0.0, 3.1, 2.9)  # spec_accept_length per tick (0: nothing to report)
+PROD = '{namespace="prod"}'
 
 
 @dataclass
@@ -70,6 +73,15 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         e.__enter__()
     targets = [(e.target, {"deployment": PODS[p][0], "pod": p, "namespace": "prod"})
                for p, e in exporters.items()]
+
+    def sglang_page(n: int) -> Reply:  # SGLang's gauges, two DP ranks, K = 3
+        length = SGLANG_LENGTHS[int((time.time() - t0) / TICK) % len(SGLANG_LENGTHS)]
+        return Reply(body=sglang_text(length, max(0.0, (length - 1) / 3), running=3, model="qwen",
+                                      dp_ranks=2))
+
+    sgl = MetricsServer(sglang_page).__enter__()
+    targets.append((sgl.url.removeprefix("http://").removesuffix("/metrics"),
+                    {"deployment": "sgl", "pod": "sgl-0", "namespace": "sglang"}))
     try:
         with PrometheusServer(binary, tmp_path_factory.mktemp("prometheus"), targets) as prom:
             prom.wait_for_targets(len(targets))
@@ -81,6 +93,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     finally:
         for e in exporters.values():
             e.__exit__()
+        sgl.__exit__()
 
 
 # --------------------------------------------------------------------------- independent computation
@@ -114,8 +127,10 @@ def running_distribution(f: Fleet, deployment: str, step: float) -> dict[int, in
 
 
 def observe(f: Fleet, *args: str) -> tuple[int, str, str]:
+    """``observe --prometheus`` over the window; the vLLM exporters' namespace unless --selector."""
+    sel = [] if "--selector" in args else ["--selector", PROD]
     r = CliRunner().invoke(cli, ["observe", "--prometheus", f.prom.url, "--window", f"{WINDOW}s",
-                                 "--at", f"{f.at:.3f}", "--interval", "1", *args])
+                                 "--at", f"{f.at:.3f}", "--interval", "1", *sel, *args])
     return r.exit_code, r.stdout, r.stderr
 
 
@@ -208,7 +223,7 @@ PROFILE = "llama-3.1-8b-h100-ngram"
 
 def test_recommend_gives_one_gamma_table_per_deployment(fleet: Fleet) -> None:
     base = ["recommend", PROFILE, "--prometheus", fleet.prom.url, "--window", f"{WINDOW}s",
-            "--at", f"{fleet.at:.3f}", "--interval", "1"]
+            "--at", f"{fleet.at:.3f}", "--interval", "1", "--selector", PROD]
     r = CliRunner().invoke(cli, [*base, "--by", "deployment", "-o", "json"])
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
@@ -276,3 +291,33 @@ def test_fleet_file_compares_current_and_recommended_gamma(fleet: Fleet, tmp_pat
     assert g["recommended"]["speedup"] >= g["current"]["speedup"] * (1 - 1e-3)
     assert any("deployment=code" in n and "no deployments entry" in n for n in doc["notes"])
     assert any("deployment=gone" in n for n in doc["notes"])
+
+
+def test_sglang_gauges_through_prometheus(fleet: Fleet) -> None:
+    """SGLang shows only gauges of the mean: the window's figure is the mean over the gauge
+    steps of the mean over DP ranks (tp_rank 0), steps reporting 0 left out."""
+    code, out, err = observe(fleet, "--selector", '{namespace="sglang"}', "-o", "json")
+    assert code == 0, err
+    (g,) = json.loads(out)["groups"]
+    assert g["engine"]["name"] == "sglang" and g["labels"] == {"model_name": "qwen"}
+    step = json.loads(out)["window"]["step_seconds"]
+    series = {name: fleet.prom.raw(f'{name}{{namespace="sglang",tp_rank="0"}}[{WINDOW + 30}s]', fleet.at)
+              for name in ("sglang:spec_accept_length", "sglang:spec_accept_rate")}
+    lengths, rates = [], []
+    for i in range(round(WINDOW / step) + 1):
+        t = round((fleet.at - WINDOW + i * step) * 1000)
+        at_t = {n: [[v for ts, v in smp if ts <= t][-1:] for _, smp in ss] for n, ss in series.items()}
+        ls = [v[0] for v in at_t["sglang:spec_accept_length"] if v]
+        if ls and sum(ls) / len(ls) >= 1:
+            lengths.append(sum(ls) / len(ls))
+            rs = [v[0] for v in at_t["sglang:spec_accept_rate"] if v]
+            rates.append(sum(rs) / len(rs))
+    tau = sum(lengths) / len(lengths)
+    print(f"sglang: spectune mean length={g['speculation']['mean_acceptance_length']} "
+          f"independent={tau:.6f} over {len(lengths)} steps")
+    assert 2.2 < tau < 3.1 and len(lengths) < round(WINDOW / step) + 1  # idle steps were left out
+    # documents round to 6 significant digits
+    assert g["speculation"]["mean_acceptance_length"] == pytest.approx(tau, rel=1e-6)
+    assert g["speculation"]["draft_acceptance_rate"] == pytest.approx(sum(rates) / len(rates), rel=1e-6)
+    assert g["speculation"]["num_speculative_tokens"] == round((tau - 1) / (sum(rates) / len(rates))) == 3
+    assert g["acceptance"]["kind"] == "mean-length"
