@@ -35,6 +35,7 @@ from spectune.cli import cli
 pytestmark = [pytest.mark.vllm, pytest.mark.prometheus]
 
 WINDOW = 30  # seconds
+TRAFFIC_SECONDS = 12.0  # from 3 s into the window
 NAMES = ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
          "vllm:spec_decode_num_accepted_tokens_total")
 PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
@@ -54,8 +55,18 @@ def test_prometheus_scraping_real_vllm(vllm_server: Server, tmp_path: Path) -> N
         start = time.time() + 3
         wait_until(start)
         before = _counters(requests.get(base + "/metrics", timeout=30).text)
+        prompts = _prompts(16)
+        stop = time.monotonic() + TRAFFIC_SECONDS
+
+        def worker(i: int) -> int:  # requests back to back, so the running gauge is seen > 0
+            n = 0
+            while time.monotonic() < stop:
+                _complete(base, prompts[(i + 4 * n) % len(prompts)])
+                n += 1
+            return n
+
         with ThreadPoolExecutor(4) as pool:
-            list(pool.map(lambda p: _complete(base, p), _prompts(12)))
+            done = sum(pool.map(worker, range(4)))
         after = _counters(requests.get(base + "/metrics", timeout=30).text)
         at = float(int(start) + WINDOW)
         assert time.time() < at - 3, "the traffic outlasted the window: raise WINDOW"
@@ -96,5 +107,5 @@ def test_prometheus_scraping_real_vllm(vllm_server: Server, tmp_path: Path) -> N
                        "exact counter delta": d_exact},
             "per_position_marginal": {"spectune": [round(x, 4) for x in spec["per_position"]["marginal"]],
                                       "exact": [round(x, 4) for x in marg_exact]},
-            "running": running}, indent=1))
+            "running": running, "requests": done}, indent=1))
         sys.stdout.flush()
