@@ -19,7 +19,13 @@ from observe_support import closed_port
 
 from spectune.cli import cli
 from spectune.observe.faults import ObserveUsageError
-from spectune.observe.prometheus import api_base, group_labels, parse_duration, selector_matchers
+from spectune.observe.prometheus import (
+    api_base,
+    group_labels,
+    parse_duration,
+    parse_time,
+    selector_matchers,
+)
 
 Answer = tuple[int, str, str]  # status, content type, body
 EMPTY = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}})
@@ -38,11 +44,14 @@ def fake_prometheus(answer: Callable[[str, dict[str, str]], Answer]) -> Iterator
             seen.append((self.path, dict(self.headers), form))
             status, ctype, body = answer(self.path, form)
             data = body.encode()
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (the timeout test)
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -85,6 +94,11 @@ def test_durations_selectors_labels_and_urls() -> None:
     assert api_base("https://mimir/prometheus/api/v1/query") == "https://mimir/prometheus"
     r = CliRunner().invoke(cli, ["observe", "--prometheus", "x:1", "--window", "5x"])
     assert r.exit_code == 2 and "not a duration" in r.stderr
+    assert parse_time("2026-11-23T14:00:00Z") == parse_time("1795442400") == 1795442400.0
+    assert parse_time("2026-11-23T15:00:00+01:00") == 1795442400.0
+    for bad in ("2026-11-23T14:00:00", "yesterday"):
+        with pytest.raises(ObserveUsageError):
+            parse_time(bad)
 
 
 def test_empty_result_token_and_tenant_header() -> None:
