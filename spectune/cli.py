@@ -83,7 +83,8 @@ def cli() -> None:
 @click.option("--alpha", type=click.FloatRange(0, 1),
               help="Override acceptance with an i.i.d. per-token rate.")
 @click.option("--observed", type=click.Path(dir_okay=False),
-              help="Acceptance and batch mix from a `spectune observe -o yaml` file.")
+              help="Acceptance and batch mix from a `spectune observe -o yaml` file (with "
+                   "--match: one group of an `observe --prometheus` file).")
 @click.option("--metrics-url", help="Observe this server's /metrics first (see `observe`).")
 @click.option("--window", type=DURATION, default=None,
               help="With --metrics-url: seconds to observe [default: 60]; with --prometheus: 20s, 5m, "
@@ -98,7 +99,8 @@ def cli() -> None:
               help="Print only the serving-engine snippet for the recommendation.")
 @prometheus_options
 @click.option("--match", multiple=True, metavar="LABEL=VALUE",
-              help="With --prometheus: only the groups with these labels (repeatable).")
+              help="With --prometheus, or --observed FILE of `observe --prometheus`: only the groups "
+                   "with these labels (repeatable).")
 def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
               gamma_max: int | None, alpha: float | None, observed: str | None,
               metrics_url: str | None, window: float | None, interval: float, model_name: str | None,
@@ -140,7 +142,9 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
         from spectune.observe.apply import apply_observation
 
         if observed:
-            observation = obs.load_observation(observed)
+            from spectune.observe.prometheus import load_observed
+
+            observation = load_observed(observed, match)
         else:
             assert metrics_url is not None
             observation = obs.observe_url(metrics_url, window=window or 60.0, interval=interval,

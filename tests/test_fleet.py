@@ -60,3 +60,28 @@ def test_fleet_needs_a_prometheus_url(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "--prometheus" in r.stderr
     r = CliRunner().invoke(cli, ["recommend", PROFILE, "--prometheus", "x:1", "--alpha", "0.5"])
     assert r.exit_code == 2 and "not with --observed" in r.stderr
+
+
+def test_recommend_observed_takes_one_group_of_a_fleet_file(tmp_path: Path) -> None:
+    import json
+
+    from observe_support import FIXTURES, LOG
+
+    r = CliRunner().invoke(cli, ["observe", "--log", str(FIXTURES / LOG), "-o", "json"])
+    assert r.exit_code == 0, r.stderr
+    one = json.loads(r.stdout)
+    groups = [{**one, "labels": {"model_name": "m", "deployment": d}} for d in ("chat", "code")]
+    groups[1]["acceptance"] = {**one["acceptance"], "conditional": [0.9, 0.8, 0.7]}
+    fleet = {"apiVersion": "spectune/v1", "kind": "Fleet", "groups": groups}
+    f = tmp_path / "fleet.json"
+    f.write_text(json.dumps(fleet), encoding="utf-8")
+    r = CliRunner().invoke(cli, ["recommend", PROFILE, "--observed", str(f), "--match", "deployment=code",
+                                 "-o", "json"])
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["acceptance"]["conditional"][:3] == [0.9, 0.8, 0.7]
+    r = CliRunner().invoke(cli, ["recommend", PROFILE, "--observed", str(f)])
+    assert r.exit_code == 2 and "deployment=chat" in r.stderr and "--match" in r.stderr
+    single = tmp_path / "one.json"
+    single.write_text(json.dumps(one), encoding="utf-8")
+    r = CliRunner().invoke(cli, ["recommend", PROFILE, "--observed", str(single), "--match", "a=b"])
+    assert r.exit_code == 2 and "not one" in r.stderr

@@ -199,6 +199,11 @@ def test_default_grouping_is_model_name_and_each_group_loads_as_an_observation(
     r = CliRunner().invoke(cli, ["recommend", "llama-3.1-8b-h100-ngram", "--observed",
                                  str(tmp_path / "g.yaml"), "-o", "json"])
     assert r.exit_code == 0, r.stderr
+    (tmp_path / "fleet.yaml").write_text(out, encoding="utf-8")  # or the group, straight from the Fleet
+    r2 = CliRunner().invoke(cli, ["recommend", "llama-3.1-8b-h100-ngram", "--observed",
+                                  str(tmp_path / "fleet.yaml"), "--match", "model_name=tiny-llama-code",
+                                  "-o", "json"])
+    assert r2.exit_code == 0 and json.loads(r2.stdout)["acceptance"] == json.loads(r.stdout)["acceptance"]
     code, table, _ = observe(fleet, "--by", "deployment,pod")
     assert code == 0 and "deployment=code, pod=code-1" in table
 

@@ -539,6 +539,11 @@ def observation_from_dict(doc: Any, where: str = "observation") -> Observation:
 
 def load_observation(path: str | Path) -> Observation:
     """Read a ``spectune observe -o yaml|json`` file (``-`` for stdin)."""
+    return observation_from_dict(*read_document(path))
+
+
+def read_document(path: str | Path) -> tuple[Any, str]:
+    """The parsed YAML or JSON document of ``path`` (``-`` for stdin) and its name for messages."""
     import sys
 
     import yaml
@@ -564,4 +569,4 @@ def load_observation(path: str | Path) -> Observation:
         mark = getattr(err, "problem_mark", None)
         at = f":{mark.line + 1}" if mark is not None else ""
         raise ObserveUsageError(f"{name}{at}: not YAML or JSON") from None
-    return observation_from_dict(doc, name)
+    return doc, name

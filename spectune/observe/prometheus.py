@@ -470,12 +470,7 @@ def observe_prometheus(url: str, *, window: float, at: float | None = None, inte
 def select_groups(fleet: Fleet, match: Sequence[str], required: bool = True) -> list[Observation]:
     """The observations whose labels equal every ``LABEL=VALUE`` of ``match``; a usage error
     for none when ``required``."""
-    want: dict[str, str] = {}
-    for m in match:
-        k, sep, v = m.partition("=")
-        if not sep or not _LABEL.match(k.strip()):
-            raise ObserveUsageError(f"--match expects LABEL=VALUE (e.g. deployment=chat), got {m!r}")
-        want[k.strip()] = v.strip()
+    want = _matchers(match)
     missing = [k for k in want if k not in fleet.query.by]
     if missing:
         raise ObserveUsageError(f"--match {', '.join(missing)}: not a grouping label; add --by "
@@ -487,6 +482,40 @@ def select_groups(fleet: Fleet, match: Sequence[str], required: bool = True) -> 
     return found
 
 
+def _matchers(match: Sequence[str]) -> dict[str, str]:
+    want: dict[str, str] = {}
+    for m in match:
+        k, sep, v = m.partition("=")
+        if not sep or not _LABEL.match(k.strip()):
+            raise ObserveUsageError(f"--match expects LABEL=VALUE (e.g. deployment=chat), got {m!r}")
+        want[k.strip()] = v.strip()
+    return want
+
+
 def describe_labels(labels: dict[str, str]) -> str:
     """``model_name=x, deployment=y`` (or ``(no labels)``)."""
     return ", ".join(f"{k}={v}" for k, v in labels.items()) or "(no labels)"
+
+
+def load_observed(path: str, match: Sequence[str] = ()) -> Observation:
+    """An ``observe -o yaml|json`` file: an Observation, or one group of a Fleet document
+    (the only one, or the one ``match`` (LABEL=VALUE ...) selects)."""
+    from spectune.observe.observation import observation_from_dict, read_document
+
+    doc, name = read_document(path)
+    if not (isinstance(doc, dict) and doc.get("kind") == KIND):
+        if match:
+            raise ObserveUsageError(f"--match picks a group of a Fleet document; {name} is not one")
+        return observation_from_dict(doc, name)
+    groups = doc.get("groups")
+    if not isinstance(groups, list) or not groups:
+        raise ObserveUsageError(f"{name}: groups: expected a list of Observation documents")
+    obs = [observation_from_dict(g, f"{name}: groups[{i}]") for i, g in enumerate(groups)]
+    want = _matchers(match)
+    found = [o for o in obs if all(o.labels.get(k) == v for k, v in want.items())]
+    if len(found) != 1:
+        have = "; ".join(describe_labels(o.labels) for o in obs)
+        what = "no group" if not found else f"{len(found)} groups"
+        raise ObserveUsageError(f"{name}: {'--match ' + ' '.join(match) if match else 'no --match'} "
+                                f"selects {what}; pick one with --match LABEL=VALUE (groups: {have})")
+    return found[0]
