@@ -85,3 +85,15 @@ def test_recommend_observed_takes_one_group_of_a_fleet_file(tmp_path: Path) -> N
     single.write_text(json.dumps(one), encoding="utf-8")
     r = CliRunner().invoke(cli, ["recommend", PROFILE, "--observed", str(single), "--match", "a=b"])
     assert r.exit_code == 2 and "not one" in r.stderr
+
+
+def test_the_example_fleet_file_reads() -> None:
+    from spectune.check import read_serving_config
+    from spectune.fleet_command import load_fleet_file
+
+    gitops = Path(__file__).resolve().parents[1] / "examples" / "gitops"
+    ff = load_fleet_file(str(gitops / "fleet.yaml"))
+    assert ff.window == 3600 and ff.by == ("deployment",) and ff.selector == '{namespace="prod"}'
+    for e in ff.entries:
+        load_deployment(e.profile)
+        assert e.config is not None and read_serving_config(e.config).gamma > 0
