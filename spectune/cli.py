@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -27,8 +28,8 @@ from spectune.limits import (
     MAX_GPUS,
     MAX_WINDOW_SECONDS,
     MIN_INTERVAL_SECONDS,
-    MIN_WINDOW_SECONDS,
 )
+from spectune.observe.command import DURATION, prometheus_options
 from spectune.params import FiniteFloatRange
 from spectune.version import __version__
 
@@ -154,11 +155,12 @@ def cli() -> None:
 @click.option("--alpha", type=FiniteFloatRange(0, 1),
               help="Override acceptance with an i.i.d. per-token rate.")
 @click.option("--observed", type=click.Path(dir_okay=False),
-              help="Acceptance and batch mix from a `spectune observe -o yaml` file.")
+              help="Acceptance and batch mix from a `spectune observe -o yaml` file (with "
+                   "--match: one group of an `observe --prometheus` file).")
 @click.option("--metrics-url", help="Observe this server's /metrics first (see `observe`).")
-@click.option("--window", type=FiniteFloatRange(MIN_WINDOW_SECONDS, MAX_WINDOW_SECONDS),
-              default=DEFAULT_WINDOW_SECONDS, show_default=True,
-              help="With --metrics-url: seconds to observe.")
+@click.option("--window", type=DURATION, default=None,
+              help="With --metrics-url: seconds to observe [default: 60]; with --prometheus: 20s, 5m, "
+                   "1h... [default: 1h].")
 @click.option("--interval", type=FiniteFloatRange(MIN_INTERVAL_SECONDS, MAX_WINDOW_SECONDS),
               default=DEFAULT_INTERVAL_SECONDS, show_default=True,
               help="With --metrics-url: seconds between samples of the running requests.")
@@ -177,16 +179,35 @@ def cli() -> None:
 @click.option("--tpot-slo", "tpot_slo",
               help="Time-per-output-token target (e.g. 25ms): the best (batch, gamma) per context "
                    "that meets it, and the best without speculation (or the profile's slo.tpot_ms).")
+@prometheus_options
+@click.option("--match", multiple=True, metavar="LABEL=VALUE",
+              help="With --prometheus, or --observed FILE of `observe --prometheus`: only the groups "
+                   "with these labels (repeatable).")
 def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
               gamma_max: int | None, alpha: float | None, observed: str | None,
-              metrics_url: str | None, window: float, interval: float, model_name: str | None,
+              metrics_url: str | None, window: float | None, interval: float, model_name: str | None,
               token_file: str | None,
               ca_bundle: str | None, emit_kind: str | None, ragged: bool,
-              rounds_file: str | None, tpot_slo: str | None) -> None:
+              rounds_file: str | None, tpot_slo: str | None, prometheus: str | None, selector: str | None,
+              by: tuple[str, ...], at: str | None, org_id: str | None, match: tuple[str, ...]) -> None:
     """Recommend gamma* per batch size and context length for PROFILE.
 
     PROFILE is a deployment YAML file, '-' for stdin, or the name of a shipped example.
+    With --prometheus, every group of servers Prometheus scrapes (model_name and the --by
+    labels, narrowed by --match) gets its own gamma table at its observed acceptance and
+    batch mix, with a summary across groups.
     """
+    if prometheus:
+        from spectune.fleet_command import recommend_prometheus
+
+        if observed or metrics_url or alpha is not None or batches or contexts:
+            raise InputError("--prometheus takes acceptance and operating points from Prometheus: "
+                             "not with --observed, --metrics-url, --alpha, --batch or --context")
+        recommend_prometheus(profile, prometheus, match, fmt, emit_kind, gamma_max, dict(
+            window=window, interval=interval, selector=selector, by=by, at=at, timeout=30.0,
+            token_env="SPECTUNE_METRICS_TOKEN", token_file=token_file, ca_bundle=ca_bundle,
+            insecure=False, org_id=org_id))
+        return
     from spectune.documents import recommendation_doc
     from spectune.overrides import prepare
     from spectune.profiles import load_deployment
@@ -197,14 +218,14 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
     dep = load_deployment(profile)
     observation = None
     if observed:
-        from spectune.observe.observation import load_observation
+        from spectune.observe.prometheus import load_observed
 
-        observation = load_observation(observed)
+        observation = load_observed(observed, match)
     elif metrics_url:
         from spectune.observe.api import observe_url
 
-        observation = observe_url(metrics_url, window=window, interval=interval, model_name=model_name,
-                                  token_file=token_file, ca_bundle=ca_bundle)
+        observation = observe_url(metrics_url, window=window or DEFAULT_WINDOW_SECONDS, interval=interval,
+                                  model_name=model_name, token_file=token_file, ca_bundle=ca_bundle)
     prepared = prepare(dep, observation=observation, alpha=alpha, batch_sizes=batches,
                        context_lengths=contexts, gamma_max=gamma_max)
     dep, mix = prepared.deployment, prepared.batch_mix
@@ -523,12 +544,15 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
 # --------------------------------------------------------------------------- check
 @cli.command("check")
 @click.argument("serving_config", metavar="SERVING_CONFIG")
-@click.option("--profile", required=True,
+@click.option("--profile",
               help="Deployment profile the configuration serves (file, '-' or shipped example).")
+@click.option("--profiles", "profile_map", type=click.Path(dir_okay=False),
+              help="With a directory SERVING_CONFIG: YAML mapping each manifest to its profile.")
 @click.option("--tolerance", type=FiniteFloatRange(0, 1), default=DEFAULT_CHECK_TOLERANCE, show_default=True,
               help="Largest acceptable shortfall from the recommended settings' speedup at any point.")
 @output_option()
-def check_command(serving_config: str, profile: str, tolerance: float, fmt: str) -> None:
+def check_command(serving_config: str, profile: str | None, profile_map: str | None, tolerance: float,
+                  fmt: str) -> None:
     """Gate a deployed serving configuration against PROFILE's recommendation (for CI).
 
     SERVING_CONFIG is a `vllm serve --config` YAML file, a text file or shell script with a
@@ -544,10 +568,29 @@ def check_command(serving_config: str, profile: str, tolerance: float, fmt: str)
     1 more than that left on the table somewhere, or speculation slows a point down;
     2 bad input (unparseable file, no engine command, bad profile).
     -o markdown writes a report for a pull request (verdict, per-point table, fix).
+
+    \b
+    GitOps: SERVING_CONFIG may be a directory of manifests, with --profiles MAP.yaml mapping
+    each to its profile (examples/gitops/):
+      spectune check deploy/ --profiles profiles.yaml
     """
     from spectune.check import check, read_serving_config
     from spectune.profiles import load_deployment
 
+    if Path(serving_config).is_dir() or profile_map:
+        from spectune.gitops import check_directory
+
+        if not (Path(serving_config).is_dir() and profile_map) or profile:
+            raise InputError("check a directory of manifests with --profiles MAP.yaml (not --profile)")
+        doc, code = check_directory(serving_config, profile_map, tolerance,
+                                    lambda w: click.echo(f"spectune: warning: {w}", err=True))
+        emit(doc, fmt)
+        if code:
+            click.echo(f"spectune: check failed: {doc['summary']}", err=True)
+            sys.exit(code)
+        return
+    if not profile:
+        raise InputError("give --profile PROFILE (or a directory of manifests and --profiles MAP.yaml)")
     conf = read_serving_config(serving_config)
     dep = load_deployment(profile)
     result = check(conf, dep, tolerance)
@@ -590,6 +633,9 @@ def schema_command(kind: str | None) -> None:
 from spectune.observe.command import observe as _observe  # noqa: E402
 
 cli.add_command(_observe, "observe")
+from spectune.fleet_command import fleet_command as _fleet  # noqa: E402
+
+cli.add_command(_fleet, "fleet")
 
 
 def main() -> None:

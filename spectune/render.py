@@ -31,6 +31,9 @@ _TABLES: dict[str, TableFn] = {}
 # Tables that live outside this module: kind -> "module:function", imported when first drawn.
 TABLES: dict[str, str] = {
     "Observation": "spectune.observe.table:observation_table",
+    "Fleet": "spectune.observe.table:fleet_observation_table",
+    "FleetReport": "spectune.fleet_table:fleet_report_table",
+    "CheckSet": "spectune.fleet_table:check_set_table",
 }
 
 

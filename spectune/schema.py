@@ -213,7 +213,7 @@ OBSERVATION = _doc("Observation", "spectune observe", "what was measured on a ru
     "schema": {"const": 1},
     "engine": _obj({"name": {"enum": ["vllm", "sglang"]}, "version": _nullable(STR), "metrics": STR}),
     "model_name": _nullable(STR),
-    "source": _obj({"kind": {"enum": ["metrics", "log"]}, "where": STR}),
+    "source": _obj({"kind": {"enum": ["metrics", "log", "prometheus"]}, "where": STR}),
     "window": _obj({"start": _nullable(STR), "end": _nullable(STR), "seconds": _NNUM,
                     "interval_seconds": _NNUM, "samples": NONNEG_INT, "failed_samples": NONNEG_INT}),
     "speculation": _obj({
@@ -237,6 +237,48 @@ OBSERVATION = _doc("Observation", "spectune observe", "what was measured on a ru
     "acceptance": _obj({"kind": {"enum": ["per-position", "mean-length"]},
                         "conditional": _arr(FRACTION, 1), "source": STR}),
     "notes": _arr(STR),
+    "labels": {"type": "object", "additionalProperties": STR,
+               "description": "observe --prometheus: the group's labels (model_name and --by)"},
+}, required=["schema", "engine", "model_name", "source", "window", "speculation", "segments",
+             "operating_point", "acceptance", "notes"])
+
+_EMBEDDED_OBSERVATION = {k: v for k, v in OBSERVATION.items() if k not in ("$schema", "$id")}
+FLEET = _doc("Fleet", "spectune observe --prometheus",
+                         "one Observation per group of servers, from Prometheus", {
+    "source": _obj({"prometheus": STR, "selector": _nullable(STR), "by": _arr(STR, 1)}),
+    "window": _obj({"start": STR, "end": STR, "seconds": NUM, "step_seconds": NUM}),
+    "groups": _arr(_EMBEDDED_OBSERVATION, 1),
+    "skipped": _arr(_obj({"labels": {"type": "object", "additionalProperties": STR}, "reason": STR})),
+    "notes": _arr(STR),
+})
+
+_EMBEDDED_RECOMMENDATION = {k: v for k, v in RECOMMENDATION.items() if k not in ("$schema", "$id")}
+_GAMMAS = _arr(_obj({"batch": POS_INT, "gamma": NONNEG_INT}))
+FLEET_REPORT = _doc("FleetReport", "spectune fleet / recommend --prometheus",
+                    "per deployment: current and recommended gamma, predicted gain, gamma table", {
+    "source": _obj({"prometheus": STR, "selector": _nullable(STR), "by": _arr(STR, 1),
+                    "window_seconds": NUM, "end": STR}),
+    "groups": _arr(_obj({
+        "labels": {"type": "object", "additionalProperties": STR},
+        "profile": STR, "config": _nullable(STR),
+        "acceptance": _obj({"conditional": _arr(FRACTION, 1), "source": STR}),
+        "batch_mix": _arr(_obj({"batch": POS_INT, "weight": FRACTION})),
+        "context_lengths": _arr(POS_INT),
+        "current": _nullable(_obj({"gamma": _GAMMAS, "speedup": NUM})),
+        "recommended": _obj({"gamma": _GAMMAS, "static_gamma": NONNEG_INT, "speedup": NUM}),
+        "gain": _nullable(NUM),
+        "notes": _arr(STR),
+        "recommendation": _EMBEDDED_RECOMMENDATION,
+    })),
+    "notes": _arr(STR),
+})
+
+CHECK_SET = _doc("CheckSet", "spectune check DIR --profiles MAP",
+                 "every manifest of a directory checked against its profile", {
+    "verdict": {"enum": ["pass", "fail"]},
+    "summary": STR,
+    "checks": _arr(_obj({"manifest": STR, "profile": STR,
+                         "report": {k: v for k, v in CHECK_REPORT.items() if k not in ("$schema", "$id")}})),
 })
 
 _SPEND = _obj({
@@ -254,7 +296,7 @@ WIDTH_DEPTH = _doc("WidthDepth", "spectune widthdepth",
 
 SCHEMAS: dict[str, Schema] = {s["title"]: s for s in (
     RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT, OBSERVATION,
-    WIDTH_DEPTH)}
+    WIDTH_DEPTH, FLEET, FLEET_REPORT, CHECK_SET)}
 
 
 def kinds() -> dict[str, str]:

@@ -24,6 +24,50 @@ from spectune.limits import (
 from spectune.observe.faults import EXIT_CODES
 from spectune.params import FiniteFloatRange
 
+
+class Duration(click.ParamType):
+    """Seconds from ``90``, ``20s``, ``5m``, ``1h`` (Prometheus' duration units)."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        from spectune.observe.faults import ObserveUsageError
+        from spectune.observe.prometheus import parse_duration
+
+        try:
+            seconds = parse_duration(value)
+        except ObserveUsageError as err:
+            self.fail(err.message, param, ctx)
+        if not MIN_WINDOW_SECONDS <= seconds <= MAX_WINDOW_SECONDS:
+            self.fail(f"{value!r}: between {MIN_WINDOW_SECONDS:g} s and {MAX_WINDOW_SECONDS:g} s", param, ctx)
+        return seconds
+
+
+DURATION = Duration()
+
+_PROMETHEUS_OPTIONS = [
+    click.option("--prometheus", metavar="URL",
+                 help="Ask this Prometheus (base URL) instead of scraping one server: one observation "
+                      "per group of servers it scrapes."),
+    click.option("--selector", metavar="'{LABEL=\"VALUE\",...}'",
+                 help="With --prometheus: label matchers every series must satisfy."),
+    click.option("--by", multiple=True, metavar="LABEL[,LABEL]",
+                 help="With --prometheus: group by these labels too (model_name always), e.g. deployment."),
+    click.option("--at", metavar="TIME",
+                 help="With --prometheus: the window's end (RFC 3339 or Unix seconds; default now)."),
+    click.option("--org-id", metavar="TENANT",
+                 help="With --prometheus: X-Scope-OrgID header (Cortex, Mimir, Thanos tenants)."),
+]
+
+
+def prometheus_options(fn: Any) -> Any:
+    for opt in reversed(_PROMETHEUS_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
 _EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>2}  {meaning}" for code, _, meaning in
                                           ((0, None, "success"), *EXIT_CODES))
 
@@ -35,9 +79,8 @@ _EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>2}  {meaning}" for code, _,
 @click.option("-o", "--output", "fmt", default="table", show_default=True,
               type=click.Choice(["table", "yaml", "json", "markdown"]),
               help="Output format; yaml/json load back with `recommend --observed FILE`.")
-@click.option("--window", type=FiniteFloatRange(MIN_WINDOW_SECONDS, MAX_WINDOW_SECONDS),
-              default=DEFAULT_WINDOW_SECONDS, show_default=True,
-              help="Seconds to observe.")
+@click.option("--window", type=DURATION, default=None,
+              help="How long to observe: seconds or 20s, 5m, 1h [default: 60 s; 1h with --prometheus].")
 @click.option("--interval", type=FiniteFloatRange(MIN_INTERVAL_SECONDS, MAX_WINDOW_SECONDS),
               default=DEFAULT_INTERVAL_SECONDS, show_default=True,
               help="Seconds between intermediate samples (running requests, resets).")
@@ -59,10 +102,12 @@ _EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>2}  {meaning}" for code, _,
 @click.option("--save-scrapes", type=click.Path(file_okay=False),
               help="Write every raw scrape (and index.json with times) to this folder.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-def observe(url: str | None, log_file: str | None, fmt: str, window: float, interval: float,
+@prometheus_options
+def observe(url: str | None, log_file: str | None, fmt: str, window: float | None, interval: float,
             model_name: str | None, timeout: float, retries: int, token_env: str, token_file: str | None,
             ca_bundle: str | None, insecure: bool, num_speculative_tokens: int | None,
-            save_scrapes: str | None, quiet: bool) -> None:
+            save_scrapes: str | None, quiet: bool, prometheus: str | None, selector: str | None,
+            by: tuple[str, ...], at: str | None, org_id: str | None) -> None:
     """Measure speculative-decoding acceptance and the operating point of a running vLLM or
     SGLang server over a window, from its Prometheus /metrics at URL (host:port or a full
     URL), or from vLLM's log lines with --log.
@@ -73,12 +118,27 @@ def observe(url: str | None, log_file: str | None, fmt: str, window: float, inte
       spectune observe https://llm.internal/metrics --token-file ~/.tok -o yaml > obs.yaml
       spectune recommend my-deployment.yaml --observed obs.yaml
       journalctl -u vllm | spectune observe --log -
+      spectune observe --prometheus http://prometheus:9090 --window 1h \\
+          --selector '{namespace="prod"}' --by deployment -o yaml > fleet.yaml
+
+    With --prometheus, the Prometheus that already scrapes the servers is asked (increase()
+    and range queries over the window ending --at) and one observation is printed per group
+    of series: model_name plus the --by labels.
     """
     from spectune.observe.faults import ObserveUsageError
     from spectune.render import render
 
-    if (url is None) == (log_file is None):
-        raise ObserveUsageError("give a metrics URL or --log FILE (one of them)")
+    if sum(x is not None for x in (url, log_file, prometheus)) != 1:
+        raise ObserveUsageError("give a metrics URL, --log FILE or --prometheus URL (one of them)")
+    if prometheus is not None:
+        fleet = observe_fleet(prometheus, window=window, interval=interval, selector=selector, by=by,
+                              at=at, timeout=timeout, token_env=token_env, token_file=token_file,
+                              ca_bundle=ca_bundle, insecure=insecure, org_id=org_id,
+                              num_speculative_tokens=num_speculative_tokens)
+        click.echo(render(fleet.to_dict(), fmt), nl=False)
+        return
+    if window is None:
+        window = DEFAULT_WINDOW_SECONDS
     if log_file is not None:
         from spectune.observe.log import observe_log
 
@@ -99,6 +159,22 @@ def observe(url: str | None, log_file: str | None, fmt: str, window: float, inte
                               num_speculative_tokens=num_speculative_tokens, save_scrapes=save_scrapes,
                               progress=progress)
     click.echo(render(obs.to_dict(), fmt), nl=False)
+
+
+def observe_fleet(prometheus: str, *, window: float | None, interval: float, selector: str | None,
+                  by: tuple[str, ...], at: str | None, timeout: float, token_env: str | None,
+                  token_file: str | None, ca_bundle: str | None, insecure: bool, org_id: str | None,
+                  num_speculative_tokens: int | None = None) -> Any:
+    """``observe --prometheus`` (and ``recommend``/``fleet``): the token from the file or
+    variable (never printed), --at parsed, the Fleet observed."""
+    from spectune.observe.prometheus import observe_prometheus, parse_time
+    from spectune.observe.scrape import resolve_token
+
+    return observe_prometheus(prometheus, window=window or 3600.0, at=parse_time(at), interval=interval,
+                              selector=selector, by=by, timeout=timeout,
+                              token=resolve_token(token_env, token_file), ca_bundle=ca_bundle,
+                              insecure=insecure, org_id=org_id,
+                              num_speculative_tokens=num_speculative_tokens)
 
 
 def _stderr_is_terminal() -> bool:

@@ -10,7 +10,7 @@ Counts are tokens or drafts over the window; times are ISO 8601 UTC; durations i
     schema: 1                      # bumped on any incompatible change; loaders refuse others
     engine: {name: vllm, version: 0.32.0, metrics: "vllm:spec_decode_* counters (V1)"}
     model_name: tiny-llama         # null when the server does not label it
-    source: {kind: metrics, where: http://127.0.0.1:8000/metrics}   # kind: metrics | log
+    source: {kind: metrics, where: http://127.0.0.1:8000/metrics}   # kind: metrics | log | prometheus
     window: {start: ..., end: ..., seconds: 60.0, interval_seconds: 5.0, samples: 13,
              failed_samples: 0}
     speculation:
@@ -41,6 +41,7 @@ Counts are tokens or drafts over the window; times are ISO 8601 UTC; durations i
       conditional: [0.667, 0.625, 0.6]
       source: "vllm ... 96 drafts"
     notes: [...]
+    labels: {model_name: ..., deployment: ...}   # only from `observe --prometheus`: the group
 
 Histogram ``buckets`` are cumulative counts of the window's observations with upper
 bound ``le``; the +Inf bucket is left out (it equals ``count``).
@@ -50,7 +51,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -192,6 +193,9 @@ class Observation:
     operating_point: OperatingPoint
     acceptance: AcceptanceInfo
     notes: tuple[str, ...] = ()
+    #: the group's labels when the observation comes from Prometheus (``observe --prometheus``):
+    #: model_name and the ``--by`` labels; empty for one server or a log
+    labels: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return observation_to_dict(self)
@@ -322,6 +326,7 @@ def observation_to_dict(o: Observation) -> dict[str, Any]:
                        "conditional": [num(c) for c in o.acceptance.conditional],
                        "source": o.acceptance.source},
         "notes": list(o.notes),
+        **({"labels": dict(o.labels)} if o.labels else {}),
     })
 
 
@@ -546,7 +551,12 @@ def observation_from_dict(doc: Any, where: str = "observation",
     for i, n in enumerate(notes):
         if not isinstance(n, str):
             raise r.fail(f"notes[{i}]", f"expected text, got {_kind(n)}")
+    labels = r.map(d.get("labels") or {}, "labels")
+    for k, v in labels.items():
+        if not isinstance(v, str):
+            raise r.fail(f"labels.{k}", f"expected text, got {_kind(v)}")
     return Observation(
+        labels={str(k): v for k, v in labels.items()},
         engine=EngineInfo(r.string(e, "name", "engine"), r.opt_str(e, "version", "engine"),
                           r.string(e, "metrics", "engine")),
         model_name=r.opt_str(d, "model_name", ""),
@@ -572,6 +582,13 @@ def observation_from_dict(doc: Any, where: str = "observation",
 
 def load_observation(path: str | Path) -> Observation:
     """Read a ``spectune observe -o yaml|json`` file (``-`` for stdin)."""
+    doc, name, lines = read_document(path)
+    return observation_from_dict(doc, name, lines)
+
+
+def read_document(path: str | Path) -> tuple[Any, str, dict[str, int]]:
+    """The parsed YAML or JSON document of ``path`` (``-`` for stdin), its name for messages
+    and the line of each key path (YAML only; empty for JSON)."""
     from spectune.errors import InputError
     from spectune.inputs import read_input, yaml_document
 
@@ -594,7 +611,7 @@ def load_observation(path: str | Path) -> Observation:
             lines = _key_lines(node)
         except InputError as err:
             raise ObserveUsageError(f"{err.message} (not YAML or JSON)") from None
-    return observation_from_dict(doc, name, lines)
+    return doc, name, lines
 
 
 def checked(obs: Observation, fault: type[ObserveError]) -> Observation:

@@ -89,3 +89,41 @@ def observation_table(doc: Document, fmt: str) -> str:
     for n in doc.get("notes") or []:
         out.append(f"note: {n}")
     return "\n".join(out) + "\n"
+
+
+def _mix(run: dict[str, Any] | None) -> str:
+    """Batch mix of busy samples: ``4: 60%, 8: 40%`` (idle share aside)."""
+    if not run or not run.get("samples"):
+        return "unknown"
+    busy = [(d["running"], d["samples"]) for d in run["distribution"] if d["running"] > 0]
+    n = sum(c for _, c in busy)
+    if not n:
+        return "idle"
+    text = ", ".join(f"{b}: {c / n:.0%}" for b, c in busy[:6]) + (", ..." if len(busy) > 6 else "")
+    idle = 1 - n / run["samples"]
+    return text + (f" (idle {idle:.0%})" if idle > 0 else "")
+
+
+def fleet_observation_table(doc: Document, fmt: str) -> str:
+    src, win = doc["source"], doc["window"]
+    head = (f"Prometheus {src['prometheus']} {src.get('selector') or '(no selector)'}, window "
+            f"{win['start']} .. {win['end']} ({win['seconds']:g} s, gauges every {win['step_seconds']:g} s), "
+            f"grouped by {', '.join(src['by'])}")
+    rows = []
+    for g in doc["groups"]:
+        spec, op, acc = g["speculation"], g["operating_point"], g["acceptance"]
+        labels = ", ".join(f"{k}={v}" for k, v in (g.get("labels") or {}).items())
+        ctx = None
+        if op.get("prompt_tokens") and op.get("generation_tokens"):
+            p, q = op["prompt_tokens"].get("mean"), op["generation_tokens"].get("mean")
+            ctx = p + q if p is not None and q is not None else None
+        rows.append([labels, g["engine"]["name"], _n(spec.get("drafts")),
+                     _n(spec.get("mean_acceptance_length"), "{:.3f}"),
+                     ", ".join(f"{a:.3f}" for a in acc["conditional"]), _mix(op.get("running")),
+                     _n(ctx, "{:,.0f}")])
+    out = [f"**{head}**" if fmt == "markdown" else head, "",
+           grid(rows, ["group", "engine", "drafts", "mean acc. length", "a_i", "batch mix",
+                       "context"], fmt)]
+    for n in doc.get("notes") or []:
+        out.append(f"note: {n}")
+    return "\n".join(out) + "\n"

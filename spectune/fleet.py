@@ -1,0 +1,110 @@
+"""The fleet: per deployment, the recommended gamma against the configured one, at that
+deployment's observed acceptance and batch mix.
+
+For one deployment (a group of servers observed through Prometheus) with recommendation
+``rec`` over the observed batch sizes b (weights w_b, the observed batch mix; uniform when
+unknown) and context lengths S:
+
+    Sp_mix(g) = sum_b w_b * mean_S Sp(b, S, g_b)
+
+where g_b is the draft length at batch b: the recommended one (:func:`spectune.emit.plan.
+per_batch_gamma`: gamma* of each batch size, what a schedule sets) or the configured one
+(read from the serving config by :mod:`spectune.check`: its schedule or its static gamma; 0
+when speculation is off). The predicted gain of the recommendation over the configuration
+is Sp_mix(recommended) / Sp_mix(current) - 1 (a throughput ratio: both are relative to the
+same plain decode).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from spectune.emit.plan import Plan, make_plan, normalise_weights
+from spectune.envelope import Document, envelope
+from spectune.recommend import Recommendation
+from spectune.speedup import speedup_grid
+
+KIND = "FleetReport"
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """One deployment's summary: ``labels`` of its group, the ``plan`` (recommended gamma per
+    batch size and one static gamma for the mix), ``mix`` batch size -> weight, the
+    mix-weighted speedups Sp_mix (recommended, current: None without a config) and ``gain``."""
+
+    labels: Mapping[str, str]
+    rec: Recommendation
+    plan: Plan
+    mix: dict[int, float]
+    speedup_recommended: float
+    current: tuple[tuple[int, int], ...] | None  # (batch, configured gamma)
+    speedup_current: float | None
+    config: str | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def gain(self) -> float | None:
+        if self.speedup_current is None or self.speedup_current <= 0:
+            return None
+        return self.speedup_recommended / self.speedup_current - 1.0
+
+
+def mix_speedup(rec: Recommendation, mix: Mapping[int, float], gamma_at: Callable[[int], int]) -> float:
+    """Sp_mix for draft length ``gamma_at(b)`` at each batch size of the recommendation's grid."""
+    grid = rec.grid
+    gammas = [gamma_at(int(b)) for b in grid.batch]
+    if max(gammas) > int(grid.gamma.max()):  # a configured gamma beyond the grid: price it
+        grid = speedup_grid(rec.deployment, batch=grid.batch, context=grid.context, gamma_max=max(gammas))
+    sp = grid.speedup  # (nb, ns, ng)
+    per_batch = np.array([sp[i, :, g].mean() for i, g in enumerate(gammas)])
+    w = np.array([mix.get(int(b), 0.0) for b in grid.batch])
+    return float((w * per_batch).sum())
+
+
+def fleet_row(labels: Mapping[str, str], rec: Recommendation, mix: Mapping[int, float] | None,
+              current: Callable[[int], int] | None = None, config: str | None = None,
+              notes: Sequence[str] = ()) -> FleetRow:
+    """The summary of one deployment (see the module docstring)."""
+    plan = make_plan(rec, mix)
+    weights = normalise_weights(mix, [int(b) for b in rec.grid.batch])
+    weights = {b: w for b, w in weights.items() if b in {int(x) for x in rec.grid.batch}}
+    per = dict(plan.per_batch)
+    sp_rec = mix_speedup(rec, weights, lambda b: per[b])
+    cur = sp_cur = None
+    if current is not None:
+        cur = tuple((int(b), int(current(int(b)))) for b in rec.grid.batch)
+        sp_cur = mix_speedup(rec, weights, current)
+    return FleetRow(dict(labels), rec, plan, weights, sp_rec, cur, sp_cur, config, tuple(notes))
+
+
+def _sig(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else float(f"{x:.{digits}g}")
+
+
+def fleet_report_doc(rows: Sequence[FleetRow], source: Mapping[str, object], notes: Sequence[str],
+                     recommendation_doc: Callable[[Recommendation], Document]) -> Document:
+    """Kind ``FleetReport``: per deployment the summary and its full Recommendation."""
+    groups = []
+    for r in rows:
+        acc = r.rec.deployment.acceptance
+        groups.append({
+            "labels": dict(r.labels),
+            "profile": r.rec.deployment.name,
+            "config": r.config,
+            "acceptance": {"conditional": [_sig(a) for a in acc.rates], "source": acc.source},
+            "batch_mix": [{"batch": b, "weight": _sig(w)} for b, w in sorted(r.mix.items())],
+            "context_lengths": [int(s) for s in r.rec.grid.context],
+            "current": None if r.current is None else {
+                "gamma": [{"batch": b, "gamma": g} for b, g in r.current],
+                "speedup": _sig(r.speedup_current)},
+            "recommended": {"gamma": [{"batch": b, "gamma": g} for b, g in r.plan.per_batch],
+                            "static_gamma": r.plan.static_gamma, "speedup": _sig(r.speedup_recommended)},
+            "gain": _sig(r.gain),
+            "notes": list(r.notes),
+            "recommendation": recommendation_doc(r.rec),
+        })
+    return envelope(KIND, {"source": dict(source), "groups": groups, "notes": list(notes)})
