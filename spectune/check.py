@@ -913,7 +913,8 @@ def deployment_mismatches(conf: Configured, dep: Deployment) -> list[str]:
         out.append(f"expert parallelism: {'on' if conf.expert_parallel else 'off'} configured, "
                    f"ep = {dep.parallelism.ep} in the profile")
     eng = dep.engine.name.lower()
-    if eng and eng != "none" and conf.engine not in eng:
+    # an engine profile named for neither engine (custom costs) is not a mismatch: check() warns
+    if any(e in eng for e in ENGINE_NAME) and conf.engine not in eng:
         out.append(f"engine: the configuration runs {ENGINE_NAME[conf.engine]}, the profile prices "
                    f"{dep.engine.name!r}")
     if conf.speculate and conf.method:
@@ -936,6 +937,9 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
     from spectune.documents import sig
     from spectune.speedup import speedup_grid
 
+    if not any(e in dep.engine.name.lower() for e in ENGINE_NAME) and dep.engine.name != "none":
+        conf.warnings.append(f"the profile's engine {dep.engine.name!r} names neither vLLM nor SGLang: its "
+                             f"costs are used for the configured {ENGINE_NAME[conf.engine]}")
     if conf.served_model is None:
         conf.warnings.append("the configuration names no model: model and parallelism are not compared "
                              "with the profile's (a fragment of a launch command?)")

@@ -679,3 +679,14 @@ def test_store_true_flag_before_a_positional_and_two_engine_containers(tmp_path:
     k8s.write_text(k8s.read_text().replace(", -dp, '0'", ""))
     conf = read_serving_config(str(k8s))
     assert conf.warnings[0] == "2 engine containers found; checked 'a' (line 8)"
+
+
+def test_an_engine_profile_named_for_neither_engine_warns(runner: CliRunner, tmp_path: Path) -> None:
+    """Custom engine costs are not another engine: the gate runs, and says whose costs it used."""
+    data = yaml.safe_load(Path(PROFILE).read_text())
+    data["engine"]["name"] = "tuned-h100"
+    prof = tmp_path / "p.yaml"
+    prof.write_text(yaml.safe_dump(data))
+    res = check(runner, CI / "vllm-good.yaml", prof=str(prof))
+    assert res.exit_code == 0, res.output
+    assert "engine 'tuned-h100' names neither vLLM nor SGLang" in res.stderr
