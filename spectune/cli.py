@@ -26,15 +26,67 @@ def output_option(default: str = "table") -> Callable[[F], F]:
                         help="Output format. yaml/json are versioned documents for scripts.")
 
 
-def emit(doc: dict[str, Any], fmt: str) -> None:
+def emit(doc: dict[str, Any], fmt: str, *, detail: bool = False) -> None:
     from spectune.render import render
 
-    click.echo(render(doc, fmt), nl=False)
+    click.echo(render(doc, fmt, detail=detail), nl=False)
 
 
 def fail(err: SpectuneError) -> NoReturn:
     click.echo(f"spectune: error: {err.message}", err=True)
     sys.exit(err.exit_code)
+
+
+_QUIET = {"on": False}
+
+
+def notes(texts: Any) -> None:
+    """Each note on stderr as ``spectune: note: ...``, unless --quiet."""
+    if _QUIET["on"]:
+        return
+    for text in texts:
+        click.echo(f"spectune: note: {text}", err=True)
+
+
+def _set_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        _QUIET["on"] = True
+
+
+def quiet_option(fn: F) -> F:
+    return click.option("-q", "--quiet", is_flag=True, expose_value=False, is_eager=True,
+                        callback=_set_quiet, help="Drop the notes on stderr (errors still show).")(fn)
+
+
+# --------------------------------------------------------------------------- completion
+def _complete_names(kinds: tuple[str, ...], incomplete: str) -> list[Any]:
+    """Built-in names of ``kinds`` (and 'examples') starting with ``incomplete``."""
+    from click.shell_completion import CompletionItem
+
+    from spectune.profiles import builtin_names, doc_names, example_names
+
+    out = []
+    for kind in kinds:
+        if kind in ("examples", "docs"):
+            names = example_names() if kind == "examples" else doc_names()
+        else:
+            names = builtin_names(kind)
+        out += [CompletionItem(n, help=kind.rstrip("s")) for n in names if n.startswith(incomplete)]
+    return out
+
+
+def complete_profile(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """A shipped example's name, or a YAML file."""
+    from click.shell_completion import CompletionItem
+
+    return [*_complete_names(("examples",), incomplete), CompletionItem(incomplete, type="file")]
+
+
+def _completer(*kinds: str) -> Callable[[click.Context, click.Parameter, str], list[Any]]:
+    def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+        return _complete_names(kinds, incomplete)
+
+    return complete
 
 
 class SpectuneGroup(click.Group):
@@ -50,9 +102,12 @@ class SpectuneGroup(click.Group):
             sys.exit(0)
 
 
-@click.group(cls=SpectuneGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=SpectuneGroup, invoke_without_command=True,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="spectune")
-def cli() -> None:
+@quiet_option
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Tune speculative decoding (draft length gamma) for LLM serving.
 
     spectune prices one verify step and the drafter with a roofline cost model (MoE expert
@@ -62,26 +117,78 @@ def cli() -> None:
     means: do not speculate there.
 
     \b
-    Start with a shipped example:
-      spectune recommend examples/llama-3.1-70b-h100-eagle3.yaml
+    Start with a shipped example (spectune profiles list examples):
+      spectune recommend llama-3.1-70b-h100-eagle3
+      spectune report llama-3.1-70b-h100-eagle3 > report.html
       spectune cost --gpu b200 --model deepseek-v4-flash --batch 32 --tokens 4 --context 8192
       spectune profiles list
+    Shell completion: spectune completion --help
     """
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+        ctx.exit(0)
 
 
 # --------------------------------------------------------------------------- recommend
+def _what_if_options(fn: F) -> F:
+    """--batch/--context/--gamma-max/--alpha/--observed: shared by recommend and report."""
+    opts = [
+        click.option("--batch", "batches", multiple=True, type=click.IntRange(1, MAX_BATCH),
+                     help="Batch size(s) to evaluate instead of the profile's (repeatable)."),
+        click.option("--context", "contexts", multiple=True, type=click.IntRange(1, MAX_CONTEXT),
+                     help="Context length(s) in tokens instead of the profile's (repeatable)."),
+        click.option("--gamma-max", type=click.IntRange(1, 64), help="Largest draft length considered."),
+        click.option("--alpha", type=click.FloatRange(0, 1),
+                     help="Override acceptance with an i.i.d. per-token rate."),
+        click.option("--observed", type=click.Path(dir_okay=False),
+                     help="Acceptance and batch mix from a `spectune observe -o yaml` file."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def _deployment(profile: str, batches: tuple[int, ...], contexts: tuple[int, ...],
+                gamma_max: int | None, alpha: float | None, observed: str | None,
+                observation: Any = None) -> tuple[Any, dict[int, float] | None]:
+    """The profile with an observation and what-if overrides applied, and the observed batch
+    mix (None without an observation). Notes go to stderr."""
+    from dataclasses import replace
+
+    from spectune.acceptance import Acceptance
+    from spectune.deployment import Workload
+    from spectune.profiles import load_deployment
+
+    dep = load_deployment(profile)
+    mix: dict[int, float] | None = None
+    if observed:
+        from spectune.observe.observation import load_observation
+
+        observation = load_observation(observed)
+    if observation is not None:
+        from spectune.observe.apply import apply_observation
+
+        applied = apply_observation(dep, observation, keep_batches=bool(batches),
+                                    keep_contexts=bool(contexts))
+        dep, mix = applied.deployment, applied.batch_mix
+        notes(applied.notes)
+    if alpha is not None:
+        dep = replace(dep, acceptance=Acceptance.iid(alpha, "--alpha"))
+    if batches or contexts:
+        dep = replace(dep, workload=Workload(batches or dep.workload.batch_sizes,
+                                             contexts or dep.workload.context_lengths))
+    if gamma_max:
+        dep = replace(dep, gamma_max=gamma_max)
+    return dep, mix
+
+
 @cli.command()
-@click.argument("profile")
+@click.argument("profile", shell_complete=complete_profile)
 @output_option()
-@click.option("--batch", "batches", multiple=True, type=click.IntRange(1, MAX_BATCH),
-              help="Batch size(s) to evaluate instead of the profile's (repeatable).")
-@click.option("--context", "contexts", multiple=True, type=click.IntRange(1, MAX_CONTEXT),
-              help="Context length(s) in tokens instead of the profile's (repeatable).")
-@click.option("--gamma-max", type=click.IntRange(1, 64), help="Largest draft length considered.")
-@click.option("--alpha", type=click.FloatRange(0, 1),
-              help="Override acceptance with an i.i.d. per-token rate.")
-@click.option("--observed", type=click.Path(dir_okay=False),
-              help="Acceptance and batch mix from a `spectune observe -o yaml` file.")
+@_what_if_options
+@click.option("--detail", is_flag=True,
+              help="One row per operating point with time per output token, tokens/s and the "
+                   "limiting component (table and markdown output).")
 @click.option("--metrics-url", help="Observe this server's /metrics first (see `observe`).")
 @click.option("--window", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
               help="With --metrics-url: seconds to observe.")
@@ -93,59 +200,79 @@ def cli() -> None:
 @click.option("--ca-bundle", type=click.Path(dir_okay=False), help="With --metrics-url: CA bundle for TLS.")
 @click.option("--emit", "emit_kind", type=click.Choice(["vllm", "vllm-yaml", "sglang"]),
               help="Print only the serving-engine snippet for the recommendation.")
+@quiet_option
 def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
-              gamma_max: int | None, alpha: float | None, observed: str | None,
+              gamma_max: int | None, alpha: float | None, observed: str | None, detail: bool,
               metrics_url: str | None, window: float, interval: float, model_name: str | None,
               token_file: str | None,
               ca_bundle: str | None, emit_kind: str | None) -> None:
     """Recommend gamma* per batch size and context length for PROFILE.
 
-    PROFILE is a deployment YAML file, '-' for stdin, or the name of a shipped example.
-    """
-    from dataclasses import replace
+    PROFILE is a deployment YAML file, '-' for stdin, or the name of a shipped example
+    (spectune profiles list examples).
 
-    from spectune.acceptance import Acceptance
-    from spectune.deployment import Workload
+    \b
+    Examples:
+      spectune recommend llama-3.1-70b-h100-eagle3
+      spectune recommend qwen3-30b-a3b-h100-eagle3 --detail
+      spectune recommend llama-3.1-70b-h100-eagle3 --alpha 0.6 --batch 1 --batch 64
+    """
     from spectune.documents import recommendation_doc
-    from spectune.profiles import load_deployment
     from spectune.recommend import recommend as run
 
     if observed and metrics_url:
         raise InputError("give --observed FILE or --metrics-url URL, not both")
-    dep = load_deployment(profile)
-    mix: dict[int, float] | None = None
-    if observed or metrics_url:
+    observation = None
+    if metrics_url:
         from spectune import observe as obs
-        from spectune.observe.apply import apply_observation
 
-        if observed:
-            observation = obs.load_observation(observed)
-        else:
-            assert metrics_url is not None
-            observation = obs.observe_url(metrics_url, window=window, interval=interval,
-                                          model_name=model_name,
-                                          token_file=token_file, ca_bundle=ca_bundle)
-        applied = apply_observation(dep, observation, keep_batches=bool(batches),
-                                    keep_contexts=bool(contexts))
-        dep, mix = applied.deployment, applied.batch_mix
-        for note in applied.notes:
-            click.echo(f"spectune: note: {note}", err=True)
-    if alpha is not None:
-        dep = replace(dep, acceptance=Acceptance.iid(alpha, "--alpha"))
-    if batches or contexts:
-        dep = replace(dep, workload=Workload(batches or dep.workload.batch_sizes,
-                                             contexts or dep.workload.context_lengths))
-    if gamma_max:
-        dep = replace(dep, gamma_max=gamma_max)
+        observation = obs.observe_url(metrics_url, window=window, interval=interval,
+                                      model_name=model_name,
+                                      token_file=token_file, ca_bundle=ca_bundle)
+    dep, mix = _deployment(profile, batches, contexts, gamma_max, alpha, observed, observation)
     rec = run(dep)
-    for note in rec.notes:
-        click.echo(f"spectune: note: {note}", err=True)
+    notes(rec.notes)
     if emit_kind:
-        from spectune.emit import emit_snippet
+        from spectune.emit import build_snippet
 
-        click.echo(emit_snippet(rec, emit_kind, mix), nl=False)
+        snip = build_snippet(rec, emit_kind, mix)
+        notes(snip.notes)
+        click.echo(snip.text, nl=False)
         return
-    emit(recommendation_doc(rec), fmt)
+    emit(recommendation_doc(rec), fmt, detail=detail)
+
+
+# --------------------------------------------------------------------------- report
+@cli.command("report")
+@click.argument("profile", shell_complete=complete_profile)
+@click.option("-o", "--output", "fmt", default="html", show_default=True, type=click.Choice(["html"]),
+              help="Output format: one self-contained HTML page (no network needed to view it).")
+@_what_if_options
+@quiet_option
+def report_command(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
+                   gamma_max: int | None, alpha: float | None, observed: str | None) -> None:
+    """An HTML report for PROFILE: why gamma* changes with batch size and context.
+
+    A gamma* heatmap over batch x context coloured by speedup, Sp(gamma) curves, the verify
+    step's per-component cost and marginal cost at a few batch sizes, acceptance per draft
+    position, and every input with its source. The figures need matplotlib:
+    pip install 'spectune[report]'.
+
+    \b
+    Example:
+      spectune report llama-3.1-70b-h100-eagle3 > report.html
+    """
+    from spectune.documents import recommendation_doc
+    from spectune.profiles import builtin_sources
+    from spectune.recommend import recommend as run
+    from spectune.render import _clean
+    from spectune.report import report_html
+
+    dep, _ = _deployment(profile, batches, contexts, gamma_max, alpha, observed)
+    rec = run(dep)
+    notes(rec.notes)
+    doc = _clean(recommendation_doc(rec))
+    click.echo(report_html(rec, doc, builtin_sources(dep)), nl=False)
 
 
 # --------------------------------------------------------------------------- cost
@@ -171,13 +298,17 @@ def _setup(profile: str | None, gpu: str | None, model: str | None, tp: int | No
 
 
 _common = [
-    click.option("--profile", help="Take GPU, model, parallelism and engine from a deployment profile."),
-    click.option("--gpu", help="Built-in GPU name (spectune profiles list gpus)."),
-    click.option("--model", help="Built-in model name or path to a Hugging Face config.json."),
+    click.option("--profile", shell_complete=complete_profile,
+                 help="Take GPU, model, parallelism and engine from a deployment profile."),
+    click.option("--gpu", shell_complete=_completer("gpus"),
+                 help="Built-in GPU name (spectune profiles list gpus)."),
+    click.option("--model", shell_complete=_completer("models"),
+                 help="Built-in model name or path to a Hugging Face config.json."),
     click.option("--tp", type=click.IntRange(1, MAX_GPUS), help="Tensor-parallel size."),
     click.option("--ep", type=click.IntRange(1, MAX_GPUS), help="Expert-parallel size (1 or tp*dp)."),
     click.option("--dp", type=click.IntRange(1, MAX_GPUS), help="Data-parallel (attention) size."),
-    click.option("--engine", help="Serving engine profile (vllm, sglang) or 'none' for the pure roofline."),
+    click.option("--engine", shell_complete=_completer("engines"),
+                 help="Serving engine profile (vllm, sglang) or 'none' for the pure roofline."),
 ]
 
 
@@ -229,7 +360,8 @@ def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None
 @click.option("--gamma", type=click.IntRange(0, 64), required=True, help="Draft length.")
 @click.option("--draft-cost", type=click.FloatRange(min=0),
               help="Draft cost ratio c (draft token / target step).")
-@click.option("--drafter", help="Built-in drafter (with --gpu/--model), e.g. ngram.")
+@click.option("--drafter", shell_complete=_completer("drafters"),
+              help="Built-in drafter (with --gpu/--model), e.g. ngram.")
 @click.option("--batch", type=click.IntRange(1, MAX_BATCH), help="Batch size, for the roofline speedup.")
 @click.option("--context", type=click.IntRange(0, MAX_CONTEXT),
               help="Context length, for the roofline speedup.")
@@ -240,7 +372,8 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | N
             context: int | None, fmt: str) -> None:
     """Predicted speedup of one gamma.
 
-    With only --alpha/--gamma/--draft-cost: seed 004's closed form
+    With only --alpha/--gamma/--draft-cost: the closed form of Leviathan et al. (2023, "Fast
+    Inference from Transformers via Speculative Decoding") with a free verify,
     (1 - a^(g+1)) / ((1 - a)(1 + g c)). With --gpu/--model or --profile and
     --batch/--context: the roofline speedup m(g) C0 / (C_verify(g+1) + C_draft(g)).
     """
@@ -305,16 +438,16 @@ def profiles_list(kind: str | None, fmt: str) -> None:
 
 
 @profiles.command("show")
-@click.argument("name")
-@click.option("--kind", type=click.Choice(["gpus", "models", "drafters", "engines"]),
+@click.argument("name", shell_complete=_completer("gpus", "models", "drafters", "engines", "examples"))
+@click.option("--kind", type=click.Choice(["gpus", "models", "drafters", "engines", "examples"]),
               help="Which kind NAME is (needed only when names collide).")
 def profiles_show(name: str, kind: str | None) -> None:
-    """Print a built-in profile as shipped, with its source comments."""
-    from spectune.profiles import KINDS, builtin_path
+    """Print a built-in profile or shipped example as shipped, with its source comments."""
+    from spectune.profiles import KINDS, builtin_path, example_path
 
-    for k in [kind] if kind else list(KINDS):
+    for k in [kind] if kind else [*KINDS, "examples"]:
         try:
-            path = builtin_path(k, name)
+            path = example_path(name) if k == "examples" else builtin_path(k, name)
         except InputError:
             continue
         click.echo(path.read_text(encoding="utf-8"), nl=False)
@@ -339,7 +472,7 @@ def _batch_mix(values: tuple[str, ...]) -> dict[int, float] | None:
 
 
 @cli.command("emit")
-@click.argument("profile")
+@click.argument("profile", shell_complete=complete_profile)
 @click.argument("kind", type=click.Choice(["vllm", "vllm-yaml", "vllm-python", "sglang",
                                            "sglang-adaptive-config"]))
 @click.option("--batch-mix", "batch_mix", multiple=True, metavar="BATCH:WEIGHT",
@@ -351,6 +484,7 @@ def _batch_mix(values: tuple[str, ...]) -> dict[int, float] | None:
                    "-o yaml` file, as `recommend --observed` takes them.")
 @click.option("--adaptive-config-path", default="spectune-sglang-adaptive.json", show_default=True,
               help="With sglang: the file name --speculative-adaptive-config points at.")
+@quiet_option
 def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: str | None,
                  adaptive_config_path: str) -> None:
     """Print the serving-engine settings for PROFILE's recommendation, and nothing else.
@@ -369,13 +503,13 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
     \b
       vllm serve MODEL --speculative-config "$(spectune emit PROFILE vllm)"
     """
-    from spectune.emit import emit_snippet
+    from spectune.emit import build_snippet
     from spectune.profiles import load_deployment
     from spectune.recommend import recommend as run
 
     mix = _batch_mix(batch_mix)
     dep = load_deployment(profile)
-    notes: list[str] = []
+    found: list[str] = []
     if observed:
         from spectune.observe.apply import apply_observation
         from spectune.observe.observation import load_observation
@@ -383,7 +517,7 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
         observation = load_observation(observed)
         applied = apply_observation(dep, observation)
         dep = applied.deployment
-        notes += applied.notes
+        found += applied.notes
         if applied.batch_mix is None:
             running = observation.operating_point.running
             if running is not None and running.samples:
@@ -392,13 +526,13 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
                 why = "a log has no running-request counts (observe the server's /metrics URL for them)"
             else:
                 why = "the server exposed no running-request counts"
-            notes.append(f"{observed}: {why}: a static gamma is chosen for the profile's batch "
+            found.append(f"{observed}: {why}: a static gamma is chosen for the profile's batch "
                          "sizes, equally weighted")
         mix = {**(applied.batch_mix or {}), **(mix or {})} or None
     rec = run(dep)
-    for note in [*notes, *rec.notes]:
-        click.echo(f"spectune: note: {note}", err=True)
-    click.echo(emit_snippet(rec, kind, mix, adaptive_path=adaptive_config_path), nl=False)
+    snip = build_snippet(rec, kind, mix, adaptive_path=adaptive_config_path)
+    notes([*found, *rec.notes, *snip.notes])
+    click.echo(snip.text, nl=False)
 
 
 # --------------------------------------------------------------------------- check
@@ -447,7 +581,7 @@ def schema_command(kind: str | None) -> None:
     """Print the JSON Schema (draft 2020-12) of a document KIND; without KIND, list kinds.
 
     Every -o yaml|json output is a versioned envelope (apiVersion: spectune/v1, kind: ...)
-    documented in docs/schema.md.
+    documented field by field in `spectune docs schema`.
     """
     import json
 
@@ -460,6 +594,45 @@ def schema_command(kind: str | None) -> None:
             click.echo(f"{k:<{width}}  {where}")
         return
     click.echo(json.dumps(schema_for(kind), indent=2))
+
+
+# --------------------------------------------------------------------------- docs, completion
+@cli.command("docs")
+@click.argument("name", required=False, shell_complete=_completer("docs"))
+def docs_command(name: str | None) -> None:
+    """Print a document shipped with spectune (markdown); without NAME, list them.
+
+    \b
+    Example:
+      spectune docs schema      # every field of every -o yaml|json document, with units
+    """
+    from spectune.profiles import doc_names, doc_path
+
+    if name is None:
+        for n in doc_names():
+            click.echo(n)
+        return
+    click.echo(doc_path(name).read_text(encoding="utf-8"), nl=False)
+
+
+@cli.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion_command(shell: str) -> None:
+    """Print the shell completion script for SHELL.
+
+    Completes subcommands, options, and built-in GPU, model, drafter, engine and example
+    names.
+
+    \b
+    bash:  eval "$(spectune completion bash)"     (add it to ~/.bashrc)
+    zsh:   eval "$(spectune completion zsh)"      (add it to ~/.zshrc)
+    fish:  spectune completion fish > ~/.config/fish/completions/spectune.fish
+    """
+    from click.shell_completion import get_completion_class
+
+    cls = get_completion_class(shell)
+    assert cls is not None  # click ships bash, zsh and fish
+    click.echo(cls(cli, {}, "spectune", "_SPECTUNE_COMPLETE").source())
 
 
 # --------------------------------------------------------------------------- observe

@@ -19,6 +19,7 @@ FORMATS = ("table", "yaml", "json", "markdown")
 Document = dict[str, Any]
 TableFn = Callable[[Document, str], str]
 _TABLES: dict[str, TableFn] = {}
+_DETAIL_TABLES: dict[str, TableFn] = {}
 
 
 def envelope(kind: str, body: dict[str, Any]) -> Document:
@@ -26,11 +27,12 @@ def envelope(kind: str, body: dict[str, Any]) -> Document:
     return {"apiVersion": API_VERSION, "kind": kind, **body}
 
 
-def table_for(kind: str) -> Callable[[TableFn], TableFn]:
-    """Register the human table/markdown renderer of one document kind."""
+def table_for(kind: str, *, detail: bool = False) -> Callable[[TableFn], TableFn]:
+    """Register the human table/markdown renderer of one document kind (``detail``: the
+    longer form printed on request)."""
 
     def register(fn: TableFn) -> TableFn:
-        _TABLES[kind] = fn
+        (_DETAIL_TABLES if detail else _TABLES)[kind] = fn
         return fn
 
     return register
@@ -59,14 +61,16 @@ def to_yaml(doc: Document) -> str:
     return yaml.safe_dump(_clean(doc), sort_keys=False, allow_unicode=True, width=100)
 
 
-def render(doc: Document, fmt: str) -> str:
-    """Text of ``doc`` in ``fmt`` (one of :data:`FORMATS`)."""
+def render(doc: Document, fmt: str, *, detail: bool = False) -> str:
+    """Text of ``doc`` in ``fmt`` (one of :data:`FORMATS`); ``detail`` picks the longer
+    human table where a kind has one."""
     if fmt == "json":
         return to_json(doc)
     if fmt == "yaml":
         return to_yaml(doc)
     if fmt in ("table", "markdown"):
-        fn = _TABLES.get(str(doc.get("kind")))
+        kind = str(doc.get("kind"))
+        fn = (_DETAIL_TABLES.get(kind) if detail else None) or _TABLES.get(kind)
         if fn is None:
             return to_yaml(doc)
         return fn(doc, fmt)
@@ -93,30 +97,94 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3f} ms"
 
 
-@table_for("Recommendation")
-def _recommendation_table(doc: Document, fmt: str) -> str:
+def _feasible(p: dict[str, Any]) -> bool:
+    """False for a point that cannot run at all (it carries ``feasible: false`` and a
+    ``reason`` instead of gamma and speedup)."""
+    return p.get("feasible", True) is not False and p.get("speedup") is not None
+
+
+def _speedup(p: dict[str, Any]) -> str:
+    """``2.56×`` or, when the point carries its prediction band, ``2.56× (2.30–2.80)``."""
+    text = f"{p['speedup']:.2f}×"
+    if p.get("speedup_low") is not None and p.get("speedup_high") is not None:
+        text += f" ({p['speedup_low']:.2f}–{p['speedup_high']:.2f})"
+    return text
+
+
+def _recommendation_head(doc: Document, fmt: str) -> str:
     dep = doc["deployment"]
     acc = doc["acceptance"]
-    points = {(p["batch"], p["context"]): p for p in doc["points"]}
-    rows = []
-    for b in doc["batch_sizes"]:
-        row: list[Any] = [b]
-        for s in doc["context_lengths"]:
-            p = points[(b, s)]
-            row.append(f"{p['gamma']}  {p['speedup']:.2f}x" if p["speculate"] else "0  off")
-        rows.append(row)
-    headers = ["batch \\ context"] + [f"{s:,}" for s in doc["context_lengths"]]
     par = dep["parallelism"]
     title = (f"{dep['model']['name']} on {dep['gpu']['name']} (tp={par['tp']} ep={par['ep']} "
              f"dp={par['dp']}), drafter {dep['drafter']['name']} [{dep['drafter']['kind']}], "
              f"{dep['engine']['name']}")
     rates = ", ".join(f"{r:.2f}" for r in acc["conditional"])
-    lines = [title, f"acceptance: {acc['source']} (a = {rates})", ""]
     if fmt == "markdown":
-        lines = [f"**{title}**", "", f"acceptance: {acc['source']} (a = {rates})", "", ""]
-    legend = ("cell: gamma* and predicted throughput speedup over plain decode; "
-              "'0  off' = speculation does not pay there")
-    return "\n".join(lines) + grid(rows, headers, fmt) + "\n" + legend + "\n"
+        return f"**{title}**\n\nacceptance: {acc['source']} (a = {rates})\n\n\n"
+    return f"{title}\nacceptance: {acc['source']} (a = {rates})\n\n"
+
+
+def _footnotes(doc: Document) -> tuple[dict[tuple[int, int], str], list[str]]:
+    """A footnote mark per infeasible point (one per distinct reason) and the footnotes."""
+    marks: dict[tuple[int, int], str] = {}
+    reasons: list[str] = []
+    for p in doc["points"]:
+        if not _feasible(p):
+            why = str(p.get("reason") or "not feasible")
+            if why not in reasons:
+                reasons.append(why)
+            marks[(p["batch"], p["context"])] = f"[{reasons.index(why) + 1}]"
+    return marks, [f"[{k + 1}] {r}" for k, r in enumerate(reasons)]
+
+
+@table_for("Recommendation")
+def _recommendation_table(doc: Document, fmt: str) -> str:
+    points = {(p["batch"], p["context"]): p for p in doc["points"]}
+    marks, footnotes = _footnotes(doc)
+    rows = []
+    for b in doc["batch_sizes"]:
+        row: list[Any] = [b]
+        for s in doc["context_lengths"]:
+            p = points[(b, s)]
+            if (b, s) in marks:
+                row.append(f"—  {marks[(b, s)]}")
+            else:
+                row.append(f"{p['gamma']}  {_speedup(p)}" if p["speculate"] else "0  off")
+        rows.append(row)
+    headers = ["batch \\ context"] + [f"{s:,}" for s in doc["context_lengths"]]
+    band = any(p.get("speedup_low") is not None for p in doc["points"])
+    legend = ("cell: γ* (best draft length) and predicted decode throughput speedup over plain "
+              "decode (× = times faster" + ("; (low–high) = the prediction's band" if band else "")
+              + "); '0  off' = speculation does not pay there; rows: concurrent sequences, "
+              "columns: context length in tokens; more per point: --detail")
+    tail = [legend, *footnotes]
+    return _recommendation_head(doc, fmt) + grid(rows, headers, fmt) + "\n" + "\n".join(tail) + "\n"
+
+
+@table_for("Recommendation", detail=True)
+def _recommendation_detail(doc: Document, fmt: str) -> str:
+    """One row per operating point: gamma*, speedup, time per output token and tokens/s with
+    and without speculation, and the limiting component."""
+    m = doc["acceptance"]["expected_tokens"]
+    marks, footnotes = _footnotes(doc)
+    rows = []
+    for p in doc["points"]:
+        b, s = p["batch"], p["context"]
+        plain_tpot = p["plain_step_seconds"]
+        if (b, s) in marks:
+            rows.append([b, f"{s:,}", "—", marks[(b, s)], "", f"{plain_tpot * 1e3:.2f}", "", "", ""])
+            continue
+        tpot = p["step_seconds"] / m[p["gamma"]]
+        rows.append([b, f"{s:,}", p["gamma"] if p["speculate"] else "0 (off)", _speedup(p),
+                     f"{tpot * 1e3:.2f}", f"{plain_tpot * 1e3:.2f}", f"{b / tpot:,.0f}",
+                     f"{b / plain_tpot:,.0f}", p.get("limiter", "")])
+    headers = ["batch", "context", "γ*", "speedup", "TPOT ms", "plain TPOT ms", "tok/s",
+               "plain tok/s", "limited by"]
+    legend = ("TPOT: time per output token of one sequence (step time / tokens per verify), ms; "
+              "tok/s: decode tokens per second of the whole instance at that batch size; plain: "
+              "without speculation; limited by: the costliest part of the speculative step")
+    return (_recommendation_head(doc, fmt) + grid(rows, headers, fmt) + "\n"
+            + "\n".join([legend, *footnotes]) + "\n")
 
 
 @table_for("StepCost")
@@ -130,7 +198,7 @@ def _cost_table(doc: Document, fmt: str) -> str:
             f"at context {doc['context']:,}, per GPU per pass "
             f"({'achieved' if doc['achieved'] else 'peak'} rates)\n\n")
     legend = ("\nr = d log C / d log tokens: 0 = an extra verified token is free, "
-              "1 = it pays full price (seed 000)\n")
+              "1 = it pays full price\n")
     return head + grid(rows, ["component", "FLOPs", "bytes", "time", "share", "FLOP/B", "bound",
                               "r"], fmt) + legend
 
