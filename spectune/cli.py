@@ -105,9 +105,9 @@ class SpectuneGroup(click.Group):
 @click.group(cls=SpectuneGroup, invoke_without_command=True,
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="spectune")
-@quiet_option
+@click.option("-q", "--quiet", is_flag=True, help="Drop the notes on stderr (errors still show).")
 @click.pass_context
-def cli(ctx: click.Context) -> None:
+def cli(ctx: click.Context, quiet: bool) -> None:
     """Tune speculative decoding (draft length gamma) for LLM serving.
 
     spectune prices one verify step and the drafter with a roofline cost model (MoE expert
@@ -124,6 +124,7 @@ def cli(ctx: click.Context) -> None:
       spectune profiles list
     Shell completion: spectune completion --help
     """
+    _QUIET["on"] = quiet  # each subcommand's own --quiet may still turn it on
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
         ctx.exit(0)

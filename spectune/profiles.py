@@ -489,7 +489,8 @@ def example_names() -> list[str]:
 
 def example_path(name: str) -> Path:
     """A shipped example deployment by name (``llama-3.1-70b-h100-eagle3``)."""
-    f = examples_dir() / f"{Path(name).stem}.yaml"
+    base = Path(name).name
+    f = examples_dir() / (base if base.endswith((".yaml", ".yml")) else f"{base}.yaml")
     if not f.is_file():
         close = difflib.get_close_matches(name, example_names(), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -511,7 +512,8 @@ def doc_names() -> list[str]:
 
 
 def doc_path(name: str) -> Path:
-    f = docs_dir() / f"{Path(name).stem}.md"
+    base = Path(name).name
+    f = docs_dir() / (base if base.endswith(".md") else f"{base}.md")
     if not f.is_file():
         raise InputError(f"no document named {name!r}; shipped: {', '.join(doc_names())}")
     return f

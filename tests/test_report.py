@@ -1,0 +1,246 @@
+"""What the user sees: the HTML report, the recommendation table (legend, band, infeasible
+points, --detail), completion, --quiet, bare `spectune`, examples and documents by name."""
+
+from __future__ import annotations
+
+import json
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from builders import profile
+from click.testing import CliRunner
+
+from spectune.cli import cli
+from spectune.documents import recommendation_doc
+from spectune.profiles import example_names, load_deployment
+from spectune.recommend import recommend
+from spectune.render import _clean, render
+
+EXAMPLE = "llama-3.1-70b-h100-eagle3"
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+class Cells(HTMLParser):
+    """The heatmap's <td data-batch ...> cells and every tag that could fetch something."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cells: list[dict[str, str]] = []
+        self.fetching: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "td" and "data-batch" in a:
+            self.cells.append(a)
+        if tag in ("script", "link", "img", "iframe", "object", "embed"):
+            self.fetching.append(tag)
+        for k in ("src", "href"):
+            if a.get(k, "").split(":")[0] in ("http", "https", "file", "data"):
+                self.fetching.append(f"{tag} {k}={a[k]}")
+
+
+def parse(html: str) -> Cells:
+    p = Cells()
+    p.feed(html)
+    return p
+
+
+def heatmap_matches(cells: list[dict[str, str]], doc: dict[str, Any]) -> None:
+    """Every point of the recommendation is one heatmap cell with its gamma and speedup."""
+    assert len(cells) == len(doc["points"])
+    by = {(int(c["data-batch"]), int(c["data-context"])): c for c in cells}
+    for p in doc["points"]:
+        c = by[(p["batch"], p["context"])]
+        assert int(c["data-gamma"]) == p["gamma"]
+        assert float(c["data-speedup"]) == pytest.approx(p["speedup"], rel=1e-9)
+        assert ("off" in c["class"]) == (p["gamma"] == 0)
+
+
+def test_report_heatmap_matches_recommend_json(runner: CliRunner) -> None:
+    pytest.importorskip("matplotlib")
+    rec_json = runner.invoke(cli, ["recommend", "qwen3-30b-a3b-h100-eagle3", "-o", "json"])
+    page = runner.invoke(cli, ["report", "qwen3-30b-a3b-h100-eagle3"])
+    assert rec_json.exit_code == 0 and page.exit_code == 0, page.output
+    doc = json.loads(rec_json.stdout)
+    parsed = parse(page.stdout)
+    heatmap_matches(parsed.cells, doc)
+    # this example has both 'off' and speculating cells: both kinds are drawn
+    assert {c["class"] for c in parsed.cells} == {"off", "spec"}
+    assert parsed.fetching == []  # nothing is fetched when the page is viewed
+    assert page.stdout.count("<svg") == 3  # curves, cost ledger, acceptance
+    for text in ("Why γ* moves", "marginal cost", "Acceptance per draft position", "Inputs and"):
+        assert text in page.stdout
+
+
+def test_report_why_sentence_follows_the_ledger() -> None:
+    """The sentence names the component whose share x r moved most in the direction the
+    step's r moved, from the ledger's own numbers."""
+    from spectune.report import ledger_steps, why_sentence
+
+    dep = load_deployment(EXAMPLE)
+    rec = recommend(dep)
+    doc = _clean(recommendation_doc(rec))
+    steps = ledger_steps(rec, doc, doc["context_lengths"][0], [doc["batch_sizes"][0], doc["batch_sizes"][-1]])
+    a, z = steps
+    moved = {c["name"]: c["share"] * c["marginal_cost"] for c in z["components"]}
+    before = {c["name"]: c["share"] * c["marginal_cost"] for c in a["components"]}
+    sign = 1 if z["marginal_cost"] >= a["marginal_cost"] else -1
+    driver = max(moved, key=lambda n: sign * (moved[n] - before.get(n, 0.0)))
+    assert f"<b>{driver}</b>" in why_sentence(steps)
+    # the ledger's verify step is what `spectune cost --tokens gamma*+1` prices
+    assert a["tokens"] == doc["points"][0]["gamma"] + 1
+
+
+def test_report_without_matplotlib_says_how_to_install(runner: CliRunner,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    res = runner.invoke(cli, ["report", EXAMPLE])
+    assert res.exit_code == 2
+    assert "pip install 'spectune[report]'" in res.stderr
+    assert "Traceback" not in res.output
+
+
+def band_and_infeasible_doc() -> dict[str, Any]:
+    """A recommendation document as the kernel-true-cost and feasibility changes write it:
+    a band on every feasible point, one point infeasible (no gamma, no speedup)."""
+    doc = _clean(recommendation_doc(recommend(load_deployment(EXAMPLE))))
+    for p in doc["points"]:
+        p["speedup_low"] = round(p["speedup"] * 0.9, 4)
+        p["speedup_high"] = round(p["speedup"] * 1.1, 4)
+    last = doc["points"][-1]
+    for k in ("gamma", "speedup", "speedup_low", "speedup_high", "speedups", "step_seconds", "limiter"):
+        last.pop(k, None)
+    last.update({"feasible": False, "speculate": False, "reason": "KV cache does not fit in HBM"})
+    return doc
+
+
+def test_table_shows_band_and_marks_infeasible_points() -> None:
+    doc = band_and_infeasible_doc()
+    text = render(doc, "table")
+    p = doc["points"][0]
+    assert f"{p['gamma']}  {p['speedup']:.2f}× ({p['speedup_low']:.2f}–{p['speedup_high']:.2f})" in text
+    assert "—  [1]" in text and "[1] KV cache does not fit in HBM" in text
+    assert "(low–high) = the prediction's band" in text
+    detail = render(doc, "table", detail=True)
+    assert "KV cache does not fit" in detail
+
+
+def test_report_renders_band_and_infeasible_cells() -> None:
+    pytest.importorskip("matplotlib")
+    from spectune.report import report_html
+
+    doc = band_and_infeasible_doc()
+    rec = recommend(load_deployment(EXAMPLE))
+    page = report_html(rec, doc)
+    cells = parse(page).cells
+    bad = [c for c in cells if c["class"] == "infeasible"]
+    assert len(bad) == 1 and bad[0]["data-gamma"] == "" and "HBM" in bad[0]["title"]
+    p = doc["points"][0]
+    assert f"({p['speedup_low']:.2f}–{p['speedup_high']:.2f})" in page
+    assert "the prediction's band" in page
+
+
+def test_table_without_band_shows_none() -> None:
+    text = render(_clean(recommendation_doc(recommend(load_deployment(EXAMPLE)))), "table")
+    assert "–" not in text.split("\n\n")[1]  # no band in the grid: none was computed
+    assert text.rstrip().splitlines()[-1].startswith("cell: γ* (best draft length)")
+
+
+def test_detail_rows_agree_with_the_document(runner: CliRunner) -> None:
+    """TPOT = step time / tokens per verify, tok/s = batch / TPOT, from the JSON's numbers."""
+    doc = json.loads(runner.invoke(cli, ["recommend", EXAMPLE, "-o", "json"]).stdout)
+    res = runner.invoke(cli, ["recommend", EXAMPLE, "--detail"])
+    assert res.exit_code == 0
+    m = doc["acceptance"]["expected_tokens"]
+    rows = [ln.split() for ln in res.stdout.splitlines() if ln[:1].isdigit()]
+    assert len(rows) == len(doc["points"])
+    for row, p in zip(rows, doc["points"], strict=True):
+        tpot = p["step_seconds"] / m[p["gamma"]]
+        assert float(row[4 if p["gamma"] else 5]) == pytest.approx(tpot * 1e3, abs=0.006)
+        assert row[-1] == p["limiter"]
+
+
+def test_no_internal_names_in_what_the_user_reads(runner: CliRunner) -> None:
+    for args in (["recommend", EXAMPLE, "--detail"], ["recommend", "deepseek-v4-flash-b200-mtp"],
+                 ["speedup", "--alpha", "0.7", "--gamma", "3"], ["cost", "--help"], ["--help"],
+                 ["speedup", "--help"]):
+        res = runner.invoke(cli, args)
+        assert res.exit_code == 0, (args, res.output)
+        for private in ("seed 0", "shared/", "seeds/"):
+            assert private not in res.output, (args, private)
+
+
+def test_bare_spectune_prints_help_and_exits_0(runner: CliRunner) -> None:
+    res = runner.invoke(cli, [], prog_name="spectune")
+    assert res.exit_code == 0
+    assert "Usage: spectune" in res.stdout and "recommend" in res.stdout
+
+
+def test_quiet_drops_notes(runner: CliRunner) -> None:
+    loud = runner.invoke(cli, ["recommend", EXAMPLE])
+    quiet = runner.invoke(cli, ["recommend", EXAMPLE, "--quiet"])
+    assert "spectune: note:" in loud.stderr
+    assert quiet.stderr == "" and quiet.stdout == loud.stdout
+    assert runner.invoke(cli, ["-q", "recommend", EXAMPLE]).stderr == ""
+    assert "spectune: note:" in runner.invoke(cli, ["recommend", EXAMPLE]).stderr  # not sticky
+
+
+def complete(runner: CliRunner, line: str) -> list[str]:
+    words = line.split(" ")
+    res = runner.invoke(cli, [], prog_name="spectune",
+                        env={"_SPECTUNE_COMPLETE": "bash_complete", "COMP_WORDS": line,
+                             "COMP_CWORD": str(len(words) - 1)})
+    assert res.exit_code == 0, res.output
+    return [ln.split(",", 1)[1] for ln in res.stdout.splitlines()]
+
+
+def test_completion_of_names(runner: CliRunner) -> None:
+    assert EXAMPLE in complete(runner, "spectune profiles show llama-3.1-70b")
+    assert "llama-3.1-70b" in complete(runner, "spectune profiles show llama-3.1-70b")
+    assert {"b200", "b300"} <= set(complete(runner, "spectune cost --gpu b"))
+    assert "deepseek-v4-flash" in complete(runner, "spectune cost --model deepseek")
+    assert "ngram" in complete(runner, "spectune speedup --drafter ng")
+    assert set(complete(runner, "spectune recommend qwen3")) >= {"qwen3-30b-a3b-h100-eagle3"}
+    assert {"recommend", "report"} <= set(complete(runner, "spectune re"))
+    assert "--detail" in complete(runner, "spectune recommend x --de")
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_script(runner: CliRunner, shell: str) -> None:
+    res = runner.invoke(cli, ["completion", shell])
+    assert res.exit_code == 0 and "_SPECTUNE_COMPLETE" in res.stdout
+
+
+def test_examples_and_docs_by_name_from_any_directory(runner: CliRunner, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    by_name = runner.invoke(cli, ["recommend", EXAMPLE, "-o", "json"])
+    by_path = runner.invoke(cli, ["recommend", f"examples/{EXAMPLE}.yaml", "-o", "json"])
+    assert by_name.exit_code == 0 and by_name.stdout == by_path.stdout
+    shown = runner.invoke(cli, ["profiles", "show", EXAMPLE])
+    assert shown.exit_code == 0 and yaml.safe_load(shown.stdout)["name"] == EXAMPLE
+    assert EXAMPLE in example_names()
+    docs = runner.invoke(cli, ["docs"])
+    assert "schema" in docs.stdout.split()
+    schema_doc = runner.invoke(cli, ["docs", "schema"])
+    assert schema_doc.exit_code == 0 and "Recommendation" in schema_doc.stdout
+    missing = runner.invoke(cli, ["profiles", "show", "no-such-thing"])
+    assert missing.exit_code == 2
+
+
+def test_report_of_an_inline_profile(runner: CliRunner, tmp_path: Path) -> None:
+    """A profile with no built-in parts still reports (no sources to show, no crash)."""
+    pytest.importorskip("matplotlib")
+    f = tmp_path / "dep.yaml"
+    f.write_text(yaml.safe_dump(profile(workload={"batch_sizes": [1, 64], "context_lengths": [1024]})))
+    res = runner.invoke(cli, ["report", str(f)])
+    assert res.exit_code == 0, res.output
+    assert len(parse(res.stdout).cells) == 2
