@@ -437,3 +437,45 @@ def test_no_adaptive_config_message_fits_both_commands(runner: CliRunner, tmp_pa
     assert res.exit_code == 2
     assert "use --emit sglang" not in res.stderr
     assert "spectune emit PROFILE sglang" in res.stderr and "--emit sglang" in res.stderr
+
+
+def test_off_for_a_mix_names_the_deciding_batch_sizes_and_the_weights(runner: CliRunner) -> None:
+    """One static K for dp > 1 comes out 0: the note names the batch sizes where every K >= 1
+    slows decode down (derived here from the grid) and how the mix was weighted."""
+    from spectune.emit.plan import SLOWDOWN
+
+    example = "deepseek-v4-flash-8xb200-ep"
+    rec = recommend(load_deployment(example))
+    plan = make_plan(rec)
+    sp = rec.grid.speedup[..., 1:]  # (batch, context, gamma >= 1)
+    vetoes = [int(b) for i, b in enumerate(rec.grid.batch)
+              if not (sp[i] >= 1 - SLOWDOWN).all(axis=0).any()]
+    res = runner.invoke(cli, ["emit", example, "vllm"])
+    assert res.exit_code == 0
+    if plan.static_gamma == 0:
+        assert res.stdout == "null\n" and vetoes
+        off = next(n for n in res.stderr.splitlines() if "static K is 0" in n)
+        for b in vetoes:
+            assert f"batch {b} (" in off
+        assert "weighted equally" in off
+        assert all(f"{b}: {100 / len(rec.grid.batch):.0f}%" in off for b in rec.grid.batch)
+    # with the mix on the batch sizes that gain, the same profile speculates
+    gain = [b for b in rec.grid.batch if int(b) not in vetoes]
+    mix = [arg for b in gain for arg in ("--batch-mix", f"{b}:1")]
+    mixed = runner.invoke(cli, ["emit", example, "vllm", *mix])
+    assert json.loads(mixed.stdout)["num_speculative_tokens"] >= 1
+
+
+def test_emitted_config_states_its_minimum_vllm(runner: CliRunner, tmp_path: Path) -> None:
+    from spectune.emit.vllm import SCHEDULE_MIN_VLLM
+
+    f = write(tmp_path, **VARYING)
+    rec = rec_of(**VARYING)
+    res = runner.invoke(cli, ["emit", str(f), "vllm-yaml"])
+    cfg = yaml.safe_load(res.stdout)["speculative-config"]
+    if "num_speculative_tokens_per_batch_size" in cfg:
+        assert f"# needs vLLM >= {SCHEDULE_MIN_VLLM} (num_speculative_tokens_per_batch_size)" in res.stdout
+        assert f"needs vLLM >= {SCHEDULE_MIN_VLLM}" in res.stderr
+    assert make_plan(rec).varies == ("num_speculative_tokens_per_batch_size" in cfg)
+    py = runner.invoke(cli, ["emit", str(f), "vllm-python"])
+    assert "# needs vLLM >= " in py.stdout

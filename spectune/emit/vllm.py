@@ -41,19 +41,24 @@ SCHEDULE_MIN_VLLM = "0.24.0"  # num_speculative_tokens_per_batch_size: vllm-proj
 # ("Dynamic SD"), documented from vLLM 0.24.0 (docs/features/speculative_decoding/
 # dynamic_speculative_decoding.md); older releases reject the unknown key.
 MTP_MIN_VLLM = "0.11.0"  # method "mtp": vllm-project/vllm#25232 merged deepseek_mtp etc. into it
-CONFIG_MIN_VLLM = "0.9.0"  # --speculative-config JSON with method/model/num_speculative_tokens
-# (V1 engine; the emitted forms are checked against vLLM 0.32.0 in tests/test_emit_vllm.py)
+CONFIG_MIN_VLLM = "0.9.0"  # --speculative-config JSON (vllm-project/vllm#14434, March 2025) with
+# method ngram / eagle / eagle3 (EAGLE-3: vllm-project/vllm#16937, April 2025)
+VERIFIED_VLLM = "0.32.0"  # every emitted form is checked against it (tests/test_emit_vllm.py);
+# for method draft_model on the V1 engine spectune knows no older release to vouch for
 
 
 def min_vllm(cfg: dict[str, Any] | None) -> str | None:
     """The oldest vLLM that accepts ``cfg``, in words (None for speculation off)."""
     if cfg is None:
         return None
-    need, why = CONFIG_MIN_VLLM, "--speculative-config"
+    needs = [(CONFIG_MIN_VLLM, "--speculative-config")]
+    if cfg.get("method") == "draft_model":
+        needs.append((VERIFIED_VLLM, "method 'draft_model'; the release spectune verified"))
     if cfg.get("method") == "mtp":
-        need, why = MTP_MIN_VLLM, "method 'mtp'"
+        needs.append((MTP_MIN_VLLM, "method 'mtp'"))
     if "num_speculative_tokens_per_batch_size" in cfg:
-        need, why = SCHEDULE_MIN_VLLM, "num_speculative_tokens_per_batch_size"
+        needs.append((SCHEDULE_MIN_VLLM, "num_speculative_tokens_per_batch_size"))
+    need, why = max(needs, key=lambda n: tuple(int(x) for x in n[0].split(".")))
     return f"needs vLLM >= {need} ({why})"
 
 
