@@ -338,6 +338,11 @@ def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None
     marginal cost r of one more verified token for each component: why gamma* moves.
     With several --batch values, a sweep: each component's share of the step and its r
     per batch size.
+
+    \b
+    Examples:
+      spectune cost --gpu b200 --model deepseek-v4-flash --batch 4 --tokens 4 --context 8192
+      spectune cost --profile qwen3-30b-a3b-h100-eagle3 --batch 1 --batch 256 --tokens 3 --context 8192
     """
     from spectune.cost import marginal_cost, step_cost
     from spectune.documents import step_cost_doc, sweep_doc
@@ -377,6 +382,12 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | N
     Inference from Transformers via Speculative Decoding") with a free verify,
     (1 - a^(g+1)) / ((1 - a)(1 + g c)). With --gpu/--model or --profile and
     --batch/--context: the roofline speedup m(g) C0 / (C_verify(g+1) + C_draft(g)).
+
+    \b
+    Examples:
+      spectune speedup --alpha 0.7 --gamma 4 --draft-cost 0.1
+      spectune speedup --gpu h100-sxm --model llama-3.1-8b --drafter ngram --alpha 0.6 --gamma 3 \\
+        --batch 16 --context 4096
     """
     from spectune.acceptance import Acceptance
     from spectune.deployment import NO_ENGINE, Deployment, Workload
@@ -422,7 +433,12 @@ def profiles() -> None:
                 type=click.Choice(["gpus", "models", "drafters", "engines", "examples"]))
 @output_option()
 def profiles_list(kind: str | None, fmt: str) -> None:
-    """List built-in profiles (all kinds, or one KIND)."""
+    """List built-in profiles (all kinds, or one KIND).
+
+    \b
+    Example:
+      spectune profiles list examples
+    """
     import yaml
 
     from spectune.profiles import KINDS, examples_dir, profiles_dir
@@ -443,7 +459,13 @@ def profiles_list(kind: str | None, fmt: str) -> None:
 @click.option("--kind", type=click.Choice(["gpus", "models", "drafters", "engines", "examples"]),
               help="Which kind NAME is (needed only when names collide).")
 def profiles_show(name: str, kind: str | None) -> None:
-    """Print a built-in profile or shipped example as shipped, with its source comments."""
+    """Print a built-in profile or shipped example as shipped, with its source comments.
+
+    \b
+    Examples:
+      spectune profiles show b200
+      spectune profiles show llama-3.1-70b-h100-eagle3
+    """
     from spectune.profiles import KINDS, builtin_path, example_path
 
     for k in [kind] if kind else [*KINDS, "examples"]:
@@ -503,6 +525,12 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
 
     \b
       vllm serve MODEL --speculative-config "$(spectune emit PROFILE vllm)"
+
+    \b
+    Examples:
+      spectune emit llama-3.1-70b-h100-eagle3 vllm
+      spectune emit llama-3.1-70b-h100-eagle3 vllm-yaml
+      spectune emit deepseek-v4-flash-8xb200-ep vllm --batch-mix 64:0.7 --batch-mix 512:0.3
     """
     from spectune.emit import build_snippet
     from spectune.profiles import load_deployment

@@ -458,7 +458,7 @@ def test_off_for_a_mix_names_the_deciding_batch_sizes_and_the_weights(runner: Cl
         for b in vetoes:
             assert f"batch {b} (" in off
         assert "weighted equally" in off
-        assert all(f"{b}: {100 / len(rec.grid.batch):.0f}%" in off for b in rec.grid.batch)
+        assert all(f"batch {b}: {100 / len(rec.grid.batch):.0f}%" in off for b in rec.grid.batch)
     # with the mix on the batch sizes that gain, the same profile speculates
     gain = [b for b in rec.grid.batch if int(b) not in vetoes]
     mix = [arg for b in gain for arg in ("--batch-mix", f"{b}:1")]

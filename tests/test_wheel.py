@@ -36,7 +36,7 @@ def help_examples() -> list[str]:
     def walk(cmd: click.Command, path: list[str]) -> None:
         with click.Context(cmd, info_name=" ".join(["spectune", *path])) as ctx:
             text = cmd.get_help(ctx)
-        for line in text.splitlines():
+        for line in re.sub(r"\\\n\s*", "", text).splitlines():  # join continued lines
             # example blocks are indented under the paragraph text (4+ spaces)
             m = re.match(r"\s{4,}(spectune\s.+?)(\s{2,}#.*)?$", line)
             if m and not re.search(r"\b[A-Z][A-Z_]{2,}\b", m.group(1)) and not any(

@@ -264,10 +264,10 @@ def smoothing_note(plan: Plan) -> str | None:
 
 def describe_mix(plan: Plan) -> str:
     """The batch mix behind the static gamma, in words."""
-    parts = ", ".join(f"{b}: {w * 100:.0f}%" for b, w in plan.weights)
-    how = ("weighted as observed / given by --batch-mix" if plan.mix_given
-           else "the profile's batch sizes weighted equally")
-    return f"{how} ({parts}; mean over the declared contexts)"
+    parts = ", ".join(f"batch {b}: {w * 100:.0f}%" for b, w in plan.weights)
+    how = ("the batch mix observed or given with --batch-mix" if plan.mix_given
+           else "the profile's batch sizes, weighted equally")
+    return f"{how} ({parts}; each averaged over the declared contexts)"
 
 
 def off_reason(rec: Recommendation, plan: Plan, static: bool) -> str:
