@@ -26,10 +26,26 @@ def output_option(default: str = "table") -> Callable[[F], F]:
                         help="Output format. yaml/json are versioned documents for scripts.")
 
 
-def emit(doc: dict[str, Any], fmt: str, *, detail: bool = False) -> None:
+def emit(doc: dict[str, Any], fmt: str, *, variant: str = "") -> None:
     from spectune.render import render
 
-    click.echo(render(doc, fmt, detail=detail), nl=False)
+    click.echo(render(doc, fmt, variant=variant), nl=False)
+
+
+WIDE_CELL = 34  # characters a wide recommendation cell takes (gamma, speedup, TPOT, limiter)
+
+
+def _table_variant(detail: bool, fmt: str, columns: int) -> str:
+    """'detail' on request; 'wide' when stdout is a terminal wide enough for ``columns``
+    wide cells; else the default table."""
+    if detail:
+        return "detail"
+    if fmt == "table" and sys.stdout.isatty():
+        import shutil
+
+        if shutil.get_terminal_size().columns >= 20 + WIDE_CELL * columns:
+            return "wide"
+    return ""
 
 
 def fail(err: SpectuneError) -> NoReturn:
@@ -240,7 +256,8 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
         notes(snip.notes)
         click.echo(snip.text, nl=False)
         return
-    emit(recommendation_doc(rec), fmt, detail=detail)
+    doc = recommendation_doc(rec)
+    emit(doc, fmt, variant=_table_variant(detail, fmt, len(doc["context_lengths"])))
 
 
 # --------------------------------------------------------------------------- report

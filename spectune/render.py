@@ -18,8 +18,7 @@ FORMATS = ("table", "yaml", "json", "markdown")
 
 Document = dict[str, Any]
 TableFn = Callable[[Document, str], str]
-_TABLES: dict[str, TableFn] = {}
-_DETAIL_TABLES: dict[str, TableFn] = {}
+_TABLES: dict[tuple[str, str], TableFn] = {}  # (kind, variant) -> renderer
 
 
 def envelope(kind: str, body: dict[str, Any]) -> Document:
@@ -27,12 +26,12 @@ def envelope(kind: str, body: dict[str, Any]) -> Document:
     return {"apiVersion": API_VERSION, "kind": kind, **body}
 
 
-def table_for(kind: str, *, detail: bool = False) -> Callable[[TableFn], TableFn]:
-    """Register the human table/markdown renderer of one document kind (``detail``: the
-    longer form printed on request)."""
+def table_for(kind: str, variant: str = "") -> Callable[[TableFn], TableFn]:
+    """Register the human table/markdown renderer of one document kind; a ``variant``
+    (``detail``, ``wide``) is a longer form printed on request or on a wide terminal."""
 
     def register(fn: TableFn) -> TableFn:
-        (_DETAIL_TABLES if detail else _TABLES)[kind] = fn
+        _TABLES[(kind, variant)] = fn
         return fn
 
     return register
@@ -61,16 +60,16 @@ def to_yaml(doc: Document) -> str:
     return yaml.safe_dump(_clean(doc), sort_keys=False, allow_unicode=True, width=100)
 
 
-def render(doc: Document, fmt: str, *, detail: bool = False) -> str:
-    """Text of ``doc`` in ``fmt`` (one of :data:`FORMATS`); ``detail`` picks the longer
-    human table where a kind has one."""
+def render(doc: Document, fmt: str, *, variant: str = "") -> str:
+    """Text of ``doc`` in ``fmt`` (one of :data:`FORMATS`); ``variant`` picks another human
+    table where the kind has one (else the default table)."""
     if fmt == "json":
         return to_json(doc)
     if fmt == "yaml":
         return to_yaml(doc)
     if fmt in ("table", "markdown"):
         kind = str(doc.get("kind"))
-        fn = (_DETAIL_TABLES.get(kind) if detail else None) or _TABLES.get(kind)
+        fn = _TABLES.get((kind, variant)) or _TABLES.get((kind, ""))
         if fn is None:
             return to_yaml(doc)
         return fn(doc, fmt)
@@ -139,7 +138,23 @@ def _footnotes(doc: Document) -> tuple[dict[tuple[int, int], str], list[str]]:
 
 @table_for("Recommendation")
 def _recommendation_table(doc: Document, fmt: str) -> str:
+    return _recommendation_grid(doc, fmt, wide=False)
+
+
+@table_for("Recommendation", "wide")
+def _recommendation_wide(doc: Document, fmt: str) -> str:
+    """On a wide terminal: each cell also gives the time per output token and the limiter."""
+    return _recommendation_grid(doc, fmt, wide=True)
+
+
+def _tpot(p: dict[str, Any], expected_tokens: list[float]) -> float:
+    """Time per output token of one sequence with gamma*, seconds: step / tokens per verify."""
+    return float(p["step_seconds"]) / expected_tokens[p["gamma"]]
+
+
+def _recommendation_grid(doc: Document, fmt: str, wide: bool) -> str:
     points = {(p["batch"], p["context"]): p for p in doc["points"]}
+    m = doc["acceptance"]["expected_tokens"]
     marks, footnotes = _footnotes(doc)
     rows = []
     for b in doc["batch_sizes"]:
@@ -149,19 +164,25 @@ def _recommendation_table(doc: Document, fmt: str) -> str:
             if (b, s) in marks:
                 row.append(f"—  {marks[(b, s)]}")
             else:
-                row.append(f"{p['gamma']}  {_speedup(p)}" if p["speculate"] else "0  off")
+                cell = f"{p['gamma']}  {_speedup(p)}" if p["speculate"] else "0  off"
+                if wide:
+                    cell += f"  {_tpot(p, m) * 1e3:.2f} ms  {p.get('limiter', '')}"
+                row.append(cell)
         rows.append(row)
     headers = ["batch \\ context"] + [f"{s:,}" for s in doc["context_lengths"]]
     band = any(p.get("speedup_low") is not None for p in doc["points"])
     legend = ("cell: γ* (best draft length) and predicted decode throughput speedup over plain "
               "decode (× = times faster" + ("; (low–high) = the prediction's band" if band else "")
-              + "); '0  off' = speculation does not pay there; rows: concurrent sequences, "
-              "columns: context length in tokens; more per point: --detail")
+              + "); '0  off' = speculation does not pay there; "
+              + ("then time per output token of one sequence and the costliest part of the step; "
+                 if wide else "")
+              + "rows: concurrent sequences, columns: context length in tokens; more per point: "
+              "--detail")
     tail = [legend, *footnotes]
     return _recommendation_head(doc, fmt) + grid(rows, headers, fmt) + "\n" + "\n".join(tail) + "\n"
 
 
-@table_for("Recommendation", detail=True)
+@table_for("Recommendation", "detail")
 def _recommendation_detail(doc: Document, fmt: str) -> str:
     """One row per operating point: gamma*, speedup, time per output token and tokens/s with
     and without speculation, and the limiting component."""
@@ -174,7 +195,7 @@ def _recommendation_detail(doc: Document, fmt: str) -> str:
         if (b, s) in marks:
             rows.append([b, f"{s:,}", "—", marks[(b, s)], "", f"{plain_tpot * 1e3:.2f}", "", "", ""])
             continue
-        tpot = p["step_seconds"] / m[p["gamma"]]
+        tpot = _tpot(p, m)
         rows.append([b, f"{s:,}", p["gamma"] if p["speculate"] else "0 (off)", _speedup(p),
                      f"{tpot * 1e3:.2f}", f"{plain_tpot * 1e3:.2f}", f"{b / tpot:,.0f}",
                      f"{b / plain_tpot:,.0f}", p.get("limiter", "")])

@@ -129,7 +129,7 @@ def test_table_shows_band_and_marks_infeasible_points() -> None:
     assert f"{p['gamma']}  {p['speedup']:.2f}× ({p['speedup_low']:.2f}–{p['speedup_high']:.2f})" in text
     assert "—  [1]" in text and "[1] KV cache does not fit in HBM" in text
     assert "(low–high) = the prediction's band" in text
-    detail = render(doc, "table", detail=True)
+    detail = render(doc, "table", variant="detail")
     assert "KV cache does not fit" in detail
 
 
@@ -244,3 +244,26 @@ def test_report_of_an_inline_profile(runner: CliRunner, tmp_path: Path) -> None:
     res = runner.invoke(cli, ["report", str(f)])
     assert res.exit_code == 0, res.output
     assert len(parse(res.stdout).cells) == 2
+
+
+def test_wide_terminal_cells_carry_tpot_and_limiter(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import shutil
+
+    from spectune import cli as cli_module
+
+    doc = _clean(recommendation_doc(recommend(load_deployment(EXAMPLE))))
+    wide = render(doc, "table", variant="wide")
+    m = doc["acceptance"]["expected_tokens"]
+    p = doc["points"][0]
+    assert f"{p['step_seconds'] / m[p['gamma']] * 1e3:.2f} ms  {p['limiter']}" in wide
+    assert "time per output token" in wide
+    # chosen only for a terminal wide enough; never for pipes, files or other formats
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda *a: os.terminal_size((200, 50)))
+    assert cli_module._table_variant(False, "table", 3) == "wide"
+    assert cli_module._table_variant(False, "table", 6) == ""
+    assert cli_module._table_variant(False, "json", 3) == ""
+    assert cli_module._table_variant(True, "table", 3) == "detail"
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)
+    assert cli_module._table_variant(False, "table", 3) == ""
