@@ -267,3 +267,19 @@ def test_wide_terminal_cells_carry_tpot_and_limiter(monkeypatch: pytest.MonkeyPa
     assert cli_module._table_variant(True, "table", 3) == "detail"
     monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)
     assert cli_module._table_variant(False, "table", 3) == ""
+
+
+def test_report_with_an_observation_matches_recommend(runner: CliRunner, tmp_path: Path) -> None:
+    """--observed feeds the report exactly as it feeds recommend (real vLLM scrape fixture)."""
+    pytest.importorskip("matplotlib")
+    from test_observe_documents import _fixture_observation
+
+    obs = tmp_path / "obs.yaml"
+    obs.write_text(render(_fixture_observation().to_dict(), "yaml"))
+    rec_json = runner.invoke(cli, ["recommend", EXAMPLE, "--observed", str(obs), "-o", "json"])
+    page = runner.invoke(cli, ["report", EXAMPLE, "--observed", str(obs)])
+    assert rec_json.exit_code == 0 and page.exit_code == 0, page.output
+    doc = json.loads(rec_json.stdout)
+    heatmap_matches(parse(page.stdout).cells, doc)
+    assert "127.0.0.1:8000" in doc["acceptance"]["source"]
+    assert "127.0.0.1:8000" in page.stdout  # the acceptance section names the observed server
