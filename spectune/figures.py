@@ -17,7 +17,9 @@ from spectune.errors import InputError
 
 INSTALL_HINT = "pip install 'spectune[report]'"
 # Colour-blind-safe qualitative palette (Okabe & Ito, "Color Universal Design", 2008).
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
+# then Paul Tol's "muted" scheme for parts past eight (https://personal.sron.nl/~pault/).
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#999999",
+           "#882255", "#117733", "#332288", "#AA4499", "#44AA99", "#DDCC77")
 
 
 def _pyplot() -> Any:
@@ -73,22 +75,31 @@ def speedup_curves(points: Sequence[dict[str, Any]], gammas: Sequence[int],
 
 
 def cost_ledger(steps: Sequence[dict[str, Any]]) -> str:
-    """Stacked bars: each component's share of the verify step at gamma* + 1 tokens, one bar
-    per batch size (the ``StepCost`` documents of ``spectune cost``)."""
+    """One stacked bar per batch size: the speculative step (verify pass at gamma + 1 tokens
+    by component, plus the drafter) in units of the plain decode step C0; a diamond marks
+    m(gamma), the tokens one step yields. Speculation pays where the diamond is above the bar
+    (speedup = diamond / bar). ``steps`` come from :func:`spectune.report.ledger_steps`."""
     plt = _pyplot()
     names: list[str] = []
     for st in steps:
         names += [c["name"] for c in st["components"] if c["name"] not in names]
-    fig, ax = plt.subplots(figsize=(6.4, 2.9))
-    labels = [f"B={st['batch']}\nγ*={st['tokens'] - 1}" for st in steps]
+    names.append("drafter")
+    fig, ax = plt.subplots(figsize=(6.6, 3.1))
+    labels = [f"B={st['batch']}\nγ={st['gamma']}" for st in steps]
     bottom = [0.0] * len(steps)
     for k, name in enumerate(names):
-        shares = [100 * next((c["share"] for c in st["components"] if c["name"] == name), 0.0)
-                  for st in steps]
-        ax.bar(labels, shares, bottom=bottom, color=PALETTE[k % len(PALETTE)], label=name, width=0.6)
-        bottom = [b + x for b, x in zip(bottom, shares, strict=True)]
-    ax.set_ylabel("share of the verify step, %")
-    ax.set_ylim(0, 100)
+        heights = []
+        for st in steps:
+            sec = (st["draft_seconds"] if name == "drafter" else
+                   next((c["seconds"] for c in st["components"] if c["name"] == name), 0.0))
+            heights.append(sec / st["plain_seconds"])
+        ax.bar(labels, heights, bottom=bottom, color=PALETTE[k % len(PALETTE)], label=name, width=0.6,
+               hatch="//" if name == "drafter" else None, edgecolor="white", linewidth=0.3)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    ax.plot(labels, [st["expected_tokens"] for st in steps], "D", color="black", ms=7,
+            label="m(γ): tokens per step")
+    ax.axhline(1.0, color="#888888", lw=0.8, ls="--")
+    ax.set_ylabel("step cost, × plain decode step C₀")
     ax.legend(frameon=False, fontsize=8, bbox_to_anchor=(1.01, 1), loc="upper left")
     return _svg(fig)
 

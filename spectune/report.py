@@ -36,6 +36,7 @@ td.infeasible{background:repeating-linear-gradient(45deg,#fafafa,#fafafa 5px,#e4
 .legend{font-size:.88em;color:#444}.note{font-size:.9em;color:#444}
 details pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:.82em}
 svg{max-width:100%;height:auto}
+table.ledger{font-size:.82em}table.ledger td{white-space:nowrap}
 """
 
 LOW, HIGH = (247, 251, 255), (8, 81, 156)  # ColorBrewer "Blues" ends, light to dark
@@ -106,24 +107,40 @@ def pick(values: Sequence[int], n: int) -> list[int]:
 
 
 def ledger_steps(rec: Recommendation, doc: Document, context: int, batches: Sequence[int]) -> list[Document]:
-    """``StepCost`` documents of the verify step at gamma* + 1 tokens for ``batches`` at
-    ``context`` (what ``spectune cost --tokens gamma*+1`` prints for each)."""
+    """The speculative step against plain decode at ``context`` for each of ``batches``.
+
+    Each entry is the ``StepCost`` document of the verify pass at gamma + 1 tokens (what
+    ``spectune cost --tokens gamma+1`` prints), where gamma is gamma* there, or 1 where
+    gamma* = 0 (what one drafted token would cost); plus ``gamma``, ``plain_seconds`` per
+    component and in total (C0, the same pass at 1 token), ``draft_seconds`` (C_draft),
+    ``expected_tokens`` m(gamma) and ``speedup`` = m C0 / (C_verify + C_draft)."""
     from spectune.cost import marginal_cost, step_cost
-    from spectune.documents import step_cost_doc
+    from spectune.documents import sig, step_cost_doc
 
     dep = rec.deployment
+    grid = rec.grid
     pts = {(p["batch"], p["context"]): p for p in doc["points"]}
+    row = {int(b): i for i, b in enumerate(grid.batch)}
+    j = [int(s) for s in grid.context].index(context)
     out = []
     for b in batches:
         p = pts[(b, context)]
         if not feasible(p):
             continue
-        t = int(p["gamma"]) + 1
-        args = (dep.model, dep.gpu, dep.parallelism, dep.engine, b, t, context)
-        inputs = {"gpu": dep.gpu.name, "model": dep.model.name, "batch": b, "tokens": t,
+        g = max(int(p["gamma"]), 1)
+        args = (dep.model, dep.gpu, dep.parallelism, dep.engine, b, g + 1, context)
+        inputs = {"gpu": dep.gpu.name, "model": dep.model.name, "batch": b, "tokens": g + 1,
                   "context": context}
         step = step_cost_doc(step_cost(*args), marginal_cost(*args), inputs)
-        step["draft_seconds"] = max(p["step_seconds"] - step["total_seconds"], 0.0)
+        plain = step_cost(dep.model, dep.gpu, dep.parallelism, dep.engine, b, 1, context)
+        for c in step["components"]:
+            comp = plain.components.get(c["name"])
+            c["plain_seconds"] = sig(comp.seconds) if comp is not None else 0.0
+        i = row[b]
+        step.update({"gamma": g, "gamma_star": int(p["gamma"]),
+                     "plain_seconds": sig(grid.c0[i, j]), "draft_seconds": sig(grid.draft[i, j, g]),
+                     "expected_tokens": sig(grid.expected_tokens[g]),
+                     "speedup": sig(grid.speedup[i, j, g])})
         out.append(step)
     return out
 
@@ -132,43 +149,52 @@ def _ledger_table(steps: Sequence[Document]) -> str:
     names: list[str] = []
     for st in steps:
         names += [c["name"] for c in st["components"] if c["name"] not in names]
-    head = "".join(f"<th>batch {st['batch']}, γ* = {st['tokens'] - 1}</th>" for st in steps)
+    head = "".join(f"<th>batch {st['batch']}, γ = {st['gamma']}"
+                   + ("" if st["gamma_star"] else " (γ* = 0)") + "</th>" for st in steps)
     rows = [f'<tr><th class="txt">component</th>{head}</tr>']
     for n in names:
         cells = []
         for st in steps:
             c = next((c for c in st["components"] if c["name"] == n), None)
             cells.append("<td></td>" if c is None else
-                         f"<td>{c['seconds'] * 1e3:.3f} ms · {c['share'] * 100:.0f}% · r = "
-                         f"{c['marginal_cost']:.2f}</td>")
+                         f"<td>{c['seconds'] * 1e3:.3f} ms (+{(c['seconds'] - c['plain_seconds']) * 1e3:.3f})"
+                         f" · r {c['marginal_cost']:.2f}</td>")
         rows.append(f'<tr><td class="txt">{_e(n)}</td>{"".join(cells)}</tr>')
-    rows.append('<tr><td class="txt"><b>verify step</b></td>' + "".join(
-        f"<td><b>{st['total_seconds'] * 1e3:.3f} ms · r = {st['marginal_cost']:.2f}</b></td>"
-        for st in steps) + "</tr>")
-    rows.append('<tr><td class="txt">drafter (γ* passes)</td>' + "".join(
-        f"<td>{st['draft_seconds'] * 1e3:.3f} ms</td>" for st in steps) + "</tr>")
-    return "<table>" + "".join(rows) + "</table>"
+    rows.append('<tr><td class="txt">drafter (γ passes)</td>' + "".join(
+        f"<td>{st['draft_seconds'] * 1e3:.3f} ms (+{st['draft_seconds'] * 1e3:.3f})</td>" for st in steps)
+        + "</tr>")
+    total = [st["total_seconds"] + st["draft_seconds"] for st in steps]
+    rows.append('<tr><td class="txt"><b>speculative step</b> vs plain decode</td>' + "".join(
+        f"<td><b>{t * 1e3:.3f} ms = {t / st['plain_seconds']:.2f}× plain</b></td>"
+        for t, st in zip(total, steps, strict=True)) + "</tr>")
+    rows.append('<tr><td class="txt">tokens per step m(γ) → speedup</td>' + "".join(
+        f"<td><b>{st['expected_tokens']:.2f} → {st['speedup']:.2f}×</b></td>" for st in steps) + "</tr>")
+    return '<table class="ledger">' + "".join(rows) + "</table>"
+
+
+def extra_costs(st: Document) -> list[tuple[str, float]]:
+    """What speculating adds to one step over plain decode, seconds per part (the drafter and
+    each component's growth from 1 to gamma + 1 tokens), largest first."""
+    parts = [(c["name"], c["seconds"] - c["plain_seconds"]) for c in st["components"]]
+    parts.append(("drafter", st["draft_seconds"]))
+    return sorted(parts, key=lambda x: -x[1])
 
 
 def why_sentence(steps: Sequence[Document]) -> str:
-    """How gamma* and the verify step's marginal cost move between the smallest and largest
-    batch of the ledger, and which component's marginal cost (weighted by its share of the
-    step) grew most."""
-    if len(steps) < 2:
-        return ""
-    a, z = steps[0], steps[-1]
-
-    def weighted(st: Document) -> dict[str, float]:
-        return {c["name"]: c["share"] * c["marginal_cost"] for c in st["components"]}
-
-    wa, wz = weighted(a), weighted(z)
-    sign = 1.0 if z["marginal_cost"] >= a["marginal_cost"] else -1.0
-    driver = max(wz, key=lambda n: sign * (wz[n] - wa.get(n, 0.0)))
-    return (f"From batch {a['batch']} to {z['batch']}, γ* goes from {a['tokens'] - 1} to "
-            f"{z['tokens'] - 1} while the verify step's marginal cost r goes from "
-            f"{a['marginal_cost']:.2f} to {z['marginal_cost']:.2f}; most of that "
-            f"{'rise' if sign > 0 else 'fall'} is "
-            f"<b>{_e(driver)}</b> (share × r from {wa.get(driver, 0.0):.2f} to {wz[driver]:.2f}).")
+    """Per ledger batch: what the speculative step costs relative to plain decode, what it
+    yields, and the two parts of the step that add most."""
+    items = []
+    for st in steps:
+        cost = (st["total_seconds"] + st["draft_seconds"]) / st["plain_seconds"]
+        top = [f"{_e(n)} +{x * 1e3:.2f} ms" for n, x in extra_costs(st)[:2] if x > 0]
+        items.append(f"<li>batch {st['batch']}, γ = {st['gamma']}: the step costs {cost:.2f}× a "
+                     f"plain step and yields {st['expected_tokens']:.2f} tokens, so "
+                     f"<b>{st['speedup']:.2f}×</b>"
+                     + (f"; most of the extra: {', '.join(top)}" if top else "")
+                     + ("" if st["gamma_star"] else
+                        " — no gain worth speculating for (within the tie tolerance of plain "
+                        "decode, or slower), so γ* = 0") + ".</li>")
+    return "<ul>" + "".join(items) + "</ul>"
 
 
 def _acceptance_table(acc: dict[str, Any]) -> str:
@@ -243,13 +269,16 @@ def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str,
         "against the extra cost of verifying and drafting them. The dot on each line is γ*; below "
         "the dashed line speculation slows decode down.</p>",
         figures.speedup_curves(doc["points"], doc["gammas"], curve_batches, pick(contexts, 3)),
-        f"<h2>3. Why γ* moves: the verify step's cost ledger at context {context:,}</h2>",
-        '<p class="note">Each cell: time per GPU, share of the verify step, and the marginal cost '
-        "r = d log C / d log tokens: r near 0 means one more verified token is almost free (weights "
-        "read once serve every token), so longer drafts pay; r near 1 means each drafted token pays "
-        "full price (the step is compute-bound, or a mixture-of-experts layer touches new experts "
-        "per token), so γ* falls.</p>",
-        f"<p>{why_sentence(steps)}</p>",
+        f"<h2>3. Why γ* moves: the speculative step against plain decode at context {context:,}</h2>",
+        '<p class="note">Speculating with γ drafts turns one plain decode step (cost C₀) into a '
+        "verify pass over γ+1 tokens plus γ drafter passes; it pays when the tokens gained per step, "
+        "m(γ), outgrow that cost. Each cell: the part's time per GPU in the speculative step, in "
+        "brackets what it adds over plain decode, and its marginal cost r = d log C / d log tokens: "
+        "r near 0 means one more verified token is almost free (weights read once serve every "
+        "token), so longer drafts pay; r near 1 means each drafted token pays full price (the step "
+        "is compute-bound, or a mixture-of-experts layer touches new experts per token), so γ* "
+        "falls. Where γ* = 0 the column shows what γ = 1 would cost.</p>",
+        why_sentence(steps),
         figures.cost_ledger(steps) if steps else "", _ledger_table(steps) if steps else "",
         "<h2>4. Acceptance per draft position</h2>",
         f'<p class="note">Source: {_e(acc["source"])}.'

@@ -80,23 +80,35 @@ def test_report_heatmap_matches_recommend_json(runner: CliRunner) -> None:
         assert text in page.stdout
 
 
-def test_report_why_sentence_follows_the_ledger() -> None:
-    """The sentence names the component whose share x r moved most in the direction the
-    step's r moved, from the ledger's own numbers."""
-    from spectune.report import ledger_steps, why_sentence
+def test_report_ledger_adds_up_to_the_recommendation() -> None:
+    """The ledger's speculative step is the recommendation's: verify components plus drafter
+    over C0 and m(gamma) give the same speedup as `recommend`, each component's plain cost is
+    what `cost --tokens 1` prices, and the sentence names the largest additions."""
+    from spectune.cost import step_cost
+    from spectune.report import extra_costs, ledger_steps, why_sentence
 
-    dep = load_deployment(EXAMPLE)
-    rec = recommend(dep)
-    doc = _clean(recommendation_doc(rec))
-    steps = ledger_steps(rec, doc, doc["context_lengths"][0], [doc["batch_sizes"][0], doc["batch_sizes"][-1]])
-    a, z = steps
-    moved = {c["name"]: c["share"] * c["marginal_cost"] for c in z["components"]}
-    before = {c["name"]: c["share"] * c["marginal_cost"] for c in a["components"]}
-    sign = 1 if z["marginal_cost"] >= a["marginal_cost"] else -1
-    driver = max(moved, key=lambda n: sign * (moved[n] - before.get(n, 0.0)))
-    assert f"<b>{driver}</b>" in why_sentence(steps)
-    # the ledger's verify step is what `spectune cost --tokens gamma*+1` prices
-    assert a["tokens"] == doc["points"][0]["gamma"] + 1
+    for example in (EXAMPLE, "qwen3-30b-a3b-h100-eagle3"):
+        dep = load_deployment(example)
+        rec = recommend(dep)
+        doc = _clean(recommendation_doc(rec))
+        s = doc["context_lengths"][0]
+        steps = ledger_steps(rec, doc, s, doc["batch_sizes"])
+        pts = {(p["batch"], p["context"]): p for p in doc["points"]}
+        for st in steps:
+            p = pts[(st["batch"], s)]
+            assert st["gamma"] == max(p["gamma"], 1) and st["tokens"] == st["gamma"] + 1
+            spec = st["total_seconds"] + st["draft_seconds"]
+            gain = st["expected_tokens"] * st["plain_seconds"] / spec
+            assert st["speedup"] == pytest.approx(gain, rel=1e-4)
+            assert st["speedup"] == pytest.approx(p["speedups"][st["gamma"]], rel=1e-3)
+            assert st["plain_seconds"] == pytest.approx(p["plain_step_seconds"], rel=1e-3)  # 4 digits
+            plain = step_cost(dep.model, dep.gpu, dep.parallelism, dep.engine, st["batch"], 1, s)
+            assert sum(c["plain_seconds"] for c in st["components"]) == pytest.approx(
+                float(plain.seconds), rel=1e-4)
+            top = extra_costs(st)[0]
+            assert f"{top[0]} +{top[1] * 1e3:.2f} ms" in why_sentence([st])
+        assert any(not st["gamma_star"] for st in steps) == any(
+            pts[(b, s)]["gamma"] == 0 for b in doc["batch_sizes"])
 
 
 def test_report_without_matplotlib_says_how_to_install(runner: CliRunner,
