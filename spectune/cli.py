@@ -286,11 +286,19 @@ def report_command(profile: str, fmt: str, batches: tuple[int, ...], contexts: t
     from spectune.render import _clean
     from spectune.report import report_html
 
-    dep, _ = _deployment(profile, batches, contexts, gamma_max, alpha, observed)
+    dep, mix = _deployment(profile, batches, contexts, gamma_max, alpha, observed)
     rec = run(dep)
     notes(rec.notes)
     doc = _clean(recommendation_doc(rec))
-    click.echo(report_html(rec, doc, builtin_sources(dep)), nl=False)
+    deploy = None
+    try:
+        from spectune.emit import build_snippet
+
+        snip = build_snippet(rec, "vllm", mix)
+        deploy = (snip.text, snip.notes)
+    except SpectuneError:  # vLLM cannot run this drafter as described: no section, no failure
+        pass
+    click.echo(report_html(rec, doc, builtin_sources(dep), deploy=deploy), nl=False)
 
 
 # --------------------------------------------------------------------------- cost

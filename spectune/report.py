@@ -232,9 +232,10 @@ def _inputs(doc: Document, sources: Sequence[tuple[str, str]]) -> str:
 
 
 def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str, str]] = (),
-                notes: Sequence[str] = ()) -> str:
+                notes: Sequence[str] = (), deploy: tuple[str, Sequence[str]] | None = None) -> str:
     """The whole page. ``doc`` is ``recommendation_doc(rec)`` (possibly carrying bands or
-    infeasible points); ``sources`` are (title, text) of the built-in profiles used."""
+    infeasible points); ``sources`` are (title, text) of the built-in profiles used;
+    ``deploy`` the vLLM ``--speculative-config`` value and its notes (``spectune emit``)."""
     from spectune import figures
 
     dep = doc["deployment"]
@@ -287,6 +288,13 @@ def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str,
         _acceptance_table(acc),
         "<h2>5. Inputs and their sources</h2>", _inputs(doc, sources),
     ]
+    if deploy is not None:
+        snippet, why = deploy
+        parts += ["<h2>6. What to deploy (vLLM)</h2>",
+                  '<p class="note">The settings vLLM can take for this recommendation, as '
+                  "<code>spectune emit PROFILE vllm</code> prints them (the notes explain them):</p>",
+                  f"<pre>vllm serve MODEL --speculative-config '{_e(snippet.strip())}'</pre>",
+                  "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in why) + "</ul>"]
     if all_notes:
         parts += ["<h2>Notes</h2><ul>"] + [f"<li>{_e(n)}</li>" for n in all_notes] + ["</ul>"]
     parts += ["</body></html>"]

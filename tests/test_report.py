@@ -78,6 +78,11 @@ def test_report_heatmap_matches_recommend_json(runner: CliRunner) -> None:
     assert page.stdout.count("<svg") == 3  # curves, cost ledger, acceptance
     for text in ("Why γ* moves", "marginal cost", "Acceptance per draft position", "Inputs and"):
         assert text in page.stdout
+    # the deployment section carries exactly what `spectune emit PROFILE vllm` prints
+    import html
+
+    emitted = runner.invoke(cli, ["emit", "qwen3-30b-a3b-h100-eagle3", "vllm"]).stdout.strip()
+    assert f"--speculative-config '{emitted}'" in html.unescape(page.stdout)
 
 
 def test_report_ledger_adds_up_to_the_recommendation() -> None:
