@@ -137,6 +137,8 @@ def cli(ctx: click.Context, quiet: bool) -> None:
       spectune recommend llama-3.1-70b-h100-eagle3
       spectune report llama-3.1-70b-h100-eagle3 > report.html
       spectune cost --gpu b200 --model deepseek-v4-flash --batch 32 --tokens 4 --context 8192
+      spectune widthdepth qwen3.6-35b-a3b-b200-mtp --positions 22 --batch 11 --alpha 0.9
+      spectune recommend qwen3.6-35b-a3b-b200-mtp --ragged --tpot-slo 25ms
       spectune profiles list
     Shell completion: spectune completion --help
     """
@@ -217,12 +219,22 @@ def _deployment(profile: str, batches: tuple[int, ...], contexts: tuple[int, ...
 @click.option("--ca-bundle", type=click.Path(dir_okay=False), help="With --metrics-url: CA bundle for TLS.")
 @click.option("--emit", "emit_kind", type=click.Choice(["vllm", "vllm-yaml", "sglang"]),
               help="Print only the serving-engine snippet for the recommendation.")
+@click.option("--ragged", is_flag=True,
+              help="Add the ragged-depth simulation: best single gamma, confidence-gated "
+                   "gamma, per-sequence depths and the perfectly calibrated oracle per point.")
+@click.option("--rounds", "rounds_file", type=click.Path(dir_okay=False),
+              help="With --ragged: recorded draft rounds (JSON Lines of {confidences, committed}) "
+                   "instead of the two-population fit to the acceptance.")
+@click.option("--tpot-slo", "tpot_slo",
+              help="Time-per-output-token target (e.g. 25ms): the best (batch, gamma) per context "
+                   "that meets it, and the best without speculation (or the profile's slo.tpot_ms).")
 @quiet_option
 def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
               gamma_max: int | None, alpha: float | None, observed: str | None, detail: bool,
               metrics_url: str | None, window: float, interval: float, model_name: str | None,
               token_file: str | None,
-              ca_bundle: str | None, emit_kind: str | None) -> None:
+              ca_bundle: str | None, emit_kind: str | None, ragged: bool,
+              rounds_file: str | None, tpot_slo: str | None) -> None:
     """Recommend gamma* per batch size and context length for PROFILE.
 
     PROFILE is a deployment YAML file, '-' for stdin, or the name of a shipped example
@@ -256,7 +268,8 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
         notes(snip.notes)
         click.echo(snip.text, nl=False)
         return
-    doc = recommendation_doc(rec)
+    doc = recommendation_doc(rec, *_seed003_extras(dep, ragged or bool(rounds_file), rounds_file,
+                                                   tpot_slo))
     emit(doc, fmt, variant=_table_variant(detail, fmt, len(doc["context_lengths"])))
 
 
@@ -299,6 +312,37 @@ def report_command(profile: str, fmt: str, batches: tuple[int, ...], contexts: t
     except SpectuneError:  # vLLM cannot run this drafter as described: no section, no failure
         pass
     click.echo(report_html(rec, doc, builtin_sources(dep), deploy=deploy), nl=False)
+
+
+def _seed003_extras(dep: Any, ragged: bool, rounds_file: str | None,
+                    tpot_slo: str | None) -> tuple[Any, Any]:
+    """The ragged simulation and SLO goodput when asked for (imported only then)."""
+    grid = goodput = None
+    if ragged:
+        from spectune.ragged import HEADROOM_NOTE, rounds_for, simulate
+
+        if rounds_file:
+            from spectune.rounds_file import load_rounds
+
+            rounds = load_rounds(rounds_file)
+        else:
+            rounds = rounds_for(dep)
+        grid = simulate(dep, rounds)
+        notes([HEADROOM_NOTE])
+    slo = dep.tpot_slo
+    if tpot_slo is not None:
+        from spectune.slo import parse_duration
+
+        try:
+            slo = parse_duration(tpot_slo)
+        except ValueError:
+            raise InputError("--tpot-slo expects a duration such as 25ms or 0.025s, "
+                             f"got {tpot_slo!r}") from None
+    if slo is not None:
+        from spectune.slo import goodput as run_goodput
+
+        goodput = run_goodput(dep, slo)
+    return grid, goodput
 
 
 # --------------------------------------------------------------------------- cost
@@ -353,10 +397,13 @@ def common_options(fn: F) -> F:
 @click.option("--context", type=click.IntRange(0, MAX_CONTEXT), required=True,
               help="Tokens in each KV cache (S).")
 @click.option("--peak", is_flag=True, help="Use peak rates instead of achievable fractions.")
+@click.option("--coactivation", type=click.FloatRange(0, 1),
+              help="MoE routing: share F of a token's experts the previous position of its sequence "
+                   "also used; overrides the profile's routing. 0 with no skew = uniform.")
 @output_option()
 def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None,
          ep: int | None, dp: int | None, engine: str | None, batches: tuple[int, ...],
-         tokens: int, context: int, peak: bool, fmt: str) -> None:
+         tokens: int, context: int, peak: bool, coactivation: float | None, fmt: str) -> None:
     """Cost of one forward pass per GPU, by component.
 
     Shows FLOPs, bytes, time, arithmetic intensity, which roofline bound applies and the
@@ -373,15 +420,79 @@ def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None
     from spectune.documents import step_cost_doc, sweep_doc
 
     _, g, m, par, eng = _setup(profile, gpu, model, tp, ep, dp, engine)
+    m = _with_coactivation(m, coactivation)
     docs = []
     for batch in batches:
         c = step_cost(m, g, par, eng, batch, tokens, context, achieved=not peak)
         r = marginal_cost(m, g, par, eng, batch, tokens, context, achieved=not peak)
         inputs = {"gpu": g.name, "model": m.name, "batch": batch, "tokens": tokens,
                   "context": context, "parallelism": {"tp": par.tp, "ep": par.ep, "dp": par.dp},
-                  "engine": eng.name if eng else None, "achieved": not peak}
+                  "engine": eng.name if eng else None, "achieved": not peak,
+                  "routing": m.routing.describe()}
         docs.append(step_cost_doc(c, r, inputs))
     emit(docs[0] if len(docs) == 1 else sweep_doc(docs), fmt)
+
+
+def _with_coactivation(model: Any, coactivation: float | None) -> Any:
+    """``model`` with its routing's co-activation set to ``coactivation`` (if given)."""
+    if coactivation is None:
+        return model
+    from dataclasses import replace
+
+    return replace(model, routing=replace(model.routing, coactivation=coactivation,
+                                          source="--coactivation"))
+
+
+# --------------------------------------------------------------------------- widthdepth
+@cli.command("widthdepth")
+@click.argument("profile")
+@click.option("--positions", type=click.IntRange(2, MAX_BATCH), required=True,
+              help="Positions the engine works on per step (N).")
+@click.option("--batch", type=click.IntRange(1, MAX_BATCH),
+              help="Sequences when N is spent as depth; each verifies N / batch positions "
+                   "(default N / 2: one draft each).")
+@click.option("--alpha", type=click.FloatRange(0, 1),
+              help="i.i.d. acceptance per draft token (default: the profile's acceptance).")
+@click.option("--context", type=click.IntRange(0, MAX_CONTEXT), default=0, show_default=True,
+              help="Tokens in each KV cache; 0 = leave KV movement out (the width-vs-depth "
+                   "question as usually posed).")
+@click.option("--coactivation", type=click.FloatRange(0, 1),
+              help="Override the profile's routing co-activation F.")
+@click.option("--with-drafter", is_flag=True,
+              help="Price the profile's drafter (by default drafting is taken as free).")
+@click.option("--with-engine", is_flag=True,
+              help="Add the profile's engine overheads (default: the pure roofline).")
+@output_option()
+def widthdepth(profile: str, positions: int, batch: int | None, alpha: float | None, context: int,
+               coactivation: float | None, with_drafter: bool, with_engine: bool, fmt: str) -> None:
+    """Spend N positions per step as width (N sequences) or as depth (speculation)?
+
+    Seed 003's interview question for PROFILE's model and GPU: throughput of batching N
+    sequences against verifying N / batch positions of each of `batch` sequences at
+    acceptance alpha, with the expert and attention bytes each moves. Under uniform routing
+    the two move the same experts; co-activation of consecutive positions (the profile's
+    `routing: {coactivation: F}`) makes depth cheaper.
+    """
+    from spectune.acceptance import Acceptance
+    from spectune.documents import widthdepth_doc
+    from spectune.profiles import load_deployment
+    from spectune.widthdepth import width_vs_depth
+
+    dep = load_deployment(profile)
+    b = batch or max(1, positions // 2)
+    if positions % b:
+        raise InputError(f"--positions {positions} must be a multiple of --batch {b}")
+    model = _with_coactivation(dep.model, coactivation)
+    acc = Acceptance.iid(alpha, "--alpha") if alpha is not None else dep.acceptance
+    eng = dep.engine if with_engine else None
+    drafter = dep.drafter if with_drafter else None
+    wd = width_vs_depth(model, dep.gpu, dep.parallelism, eng, acc, positions, b, context, drafter)
+    par = dep.parallelism
+    inputs = {"gpu": dep.gpu.name, "model": model.name, "routing": model.routing.describe(),
+              "acceptance": acc.source, "engine": eng.name if eng else None,
+              "drafter": drafter.name if drafter else None,
+              "parallelism": {"tp": par.tp, "ep": par.ep, "dp": par.dp}, "achieved": True}
+    emit(widthdepth_doc(wd, inputs), fmt)
 
 
 # --------------------------------------------------------------------------- speedup

@@ -48,8 +48,11 @@ class Engine:
     launch and tail latency of ~10 small kernels that no bandwidth term covers).
     ``draft_pass_overhead``: fixed cost of one drafter pass. ``verify_token_cost``:
     per verified token on the speculative path (rejection sampling, tree/causal masks,
-    draft bookkeeping). ``spec_step_overhead``: fixed cost of a speculative step over a
-    plain one (proposer bookkeeping, extra sampler launches), paid once per verify.
+    draft bookkeeping). ``spec_step_overhead`` (YAML ``spec_cycle_overhead_us``): engine
+    time per speculative cycle over a plain step (overlap scheduling lost, host-side
+    bookkeeping, separate draft / verify / draft-extend graph replays), paid once per verify.
+    With kernel-true costs (:mod:`spectune.cost.kernels`) kernel fixed costs are priced per
+    component, so ``layer_overhead`` is 0 in the shipped profiles.
     """
 
     name: str
@@ -60,6 +63,18 @@ class Engine:
     spec_step_overhead: float = 0.0
     version: str = ""
     source: str = ""
+    #: ``(drafter kind, seconds)`` pairs overriding ``draft_pass_overhead`` for that kind
+    #: (e.g. a head the engine captures in a CUDA graph).
+    draft_pass_overhead_by_kind: tuple[tuple[str, float], ...] = ()
+
+    def draft_overhead(self, kind: str = "") -> float:
+        """Fixed seconds of one drafter pass of a ``kind`` drafter."""
+        return dict(self.draft_pass_overhead_by_kind).get(kind, self.draft_pass_overhead)
+
+    @property
+    def spec_cycle_overhead(self) -> float:
+        """Engine seconds per speculative cycle (the same field as ``spec_step_overhead``)."""
+        return self.spec_step_overhead
 
 
 #: An engine that adds nothing to the roofline (``--engine none``).
@@ -89,3 +104,4 @@ class Deployment:
     acceptance: Acceptance
     gamma_max: int = 8
     tie_tolerance: float = 0.01
+    tpot_slo: float | None = None  # seconds per output token a user may wait (``slo.tpot_ms``)

@@ -7,7 +7,7 @@ Schemas in :mod:`spectune.schema`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +19,12 @@ from spectune.deployment import Deployment
 from spectune.recommend import Recommendation
 from spectune.render import Document, envelope
 from spectune.speedup import PointSpeedup, closed_form
+from spectune.uncertainty import speedup_band
+
+if TYPE_CHECKING:  # the simulators load only when asked for (recommend cold start)
+    from spectune.ragged import RaggedGrid
+    from spectune.slo import Goodput, Operating
+    from spectune.widthdepth import Spend, WidthDepth
 
 
 def sig(x: Any, digits: int = 6) -> float:
@@ -48,7 +54,7 @@ def deployment_doc(dep: Deployment) -> dict[str, Any]:
                 "flops_fraction": dep.gpu.flops_fraction},
         "model": {"name": dep.model.name, "params": int(dep.model.total_params()),
                   "weights": dep.model.weight_dtype, "experts": dep.model.expert_dtype,
-                  "kv_cache": dep.model.kv_dtype},
+                  "kv_cache": dep.model.kv_dtype, "routing": dep.model.routing.describe()},
         "drafter": {"kind": d.kind, "name": d.name, "path": d.path or None},
         "parallelism": {"tp": dep.parallelism.tp, "ep": dep.parallelism.ep, "dp": dep.parallelism.dp},
         "engine": {"name": dep.engine.name, "version": dep.engine.version or None},
@@ -57,26 +63,66 @@ def deployment_doc(dep: Deployment) -> dict[str, Any]:
     }
 
 
-def recommendation_doc(rec: Recommendation) -> Document:
-    """Kind ``Recommendation``: gamma*, its speedup and every gamma's speedup per point."""
+def _band(speedup: float, speculating: bool) -> tuple[float, float]:
+    """The validation error band around a predicted speedup (spectune/uncertainty.py); plain
+    decode (gamma 0) is not a prediction, its band is the point itself."""
+    if not speculating:
+        return sig(speedup, 4), sig(speedup, 4)
+    lo, hi = speedup_band(speedup)
+    return sig(float(lo), 3), sig(float(hi), 3)
+
+
+def _operating(op: Operating | None) -> dict[str, Any] | None:
+    if op is None:
+        return None
+    return {"batch": op.batch, "gamma": op.gamma,
+            "tokens_per_second_per_gpu": sig(op.tokens_per_second_per_gpu, 5),
+            "tpot_seconds": sig(op.tpot, 4)}
+
+
+def goodput_doc(gp: Goodput) -> dict[str, Any]:
+    """The ``slo`` block of a Recommendation: the goodput point per context length."""
+    return {
+        "tpot_seconds": sig(gp.tpot_slo, 6),
+        "batch_search": [int(gp.batches.min()), int(gp.batches.max())],
+        "points": [{"context": p.context, "best": _operating(p.best),
+                    "batch_only": _operating(p.batch_only),
+                    "speculation_gain": None if p.speculation_gain is None else sig(p.speculation_gain, 4)}
+                   for p in gp.points],
+    }
+
+
+def recommendation_doc(rec: Recommendation, ragged: RaggedGrid | None = None,
+                       goodput: Goodput | None = None) -> Document:
+    """Kind ``Recommendation``: gamma*, its speedup and every gamma's speedup per point;
+    with ``ragged``, the four depth policies per point; with ``goodput``, the SLO block."""
     g = rec.grid
     sp = g.speedup
     points = []
     for i, b in enumerate(g.batch):
         for j, s in enumerate(g.context):
             gs = int(rec.gamma_star[i, j])
+            extra: dict[str, Any] = {}
+            if ragged is not None:
+                extra["ragged"] = {**{k: sig(v[i, j], 4) for k, v in ragged.speedups.items()},
+                                   "homogeneous_gamma": int(ragged.homogeneous_gamma[i, j]),
+                                   "mean_ragged_depth": sig(ragged.mean_ragged_depth[i, j], 3)}
+            lo, hi = _band(float(rec.speedup_star[i, j]), gs > 0)
             points.append({
                 "batch": int(b),
                 "context": int(s),
                 "gamma": gs,
                 "speedup": sig(rec.speedup_star[i, j], 4),
+                "speedup_low": lo,
+                "speedup_high": hi,
                 "speculate": gs > 0,
                 "limiter": str(rec.limiter[i, j]),
                 "step_seconds": sig(g.verify[i, j, gs] + g.draft[i, j, gs], 4),
                 "plain_step_seconds": sig(g.c0[i, j], 4),
                 "speedups": [sig(x, 4) for x in sp[i, j]],
+                **extra,
             })
-    return envelope("Recommendation", {
+    body: dict[str, Any] = {
         "metadata": {"spectune": __version__, "schema": "docs/schema.md#recommendation"},
         "deployment": deployment_doc(rec.deployment),
         "acceptance": acceptance_doc(rec.deployment.acceptance, int(g.gamma.max())),
@@ -85,7 +131,14 @@ def recommendation_doc(rec: Recommendation) -> Document:
         "context_lengths": [int(x) for x in g.context],
         "points": points,
         "notes": list(rec.notes),
-    })
+    }
+    if ragged is not None:
+        from spectune.ragged import HEADROOM_NOTE
+
+        body["ragged"] = {"rounds": ragged.rounds.source, "note": HEADROOM_NOTE}
+    if goodput is not None:
+        body["slo"] = goodput_doc(goodput)
+    return envelope("Recommendation", body)
 
 
 def step_cost_doc(cost: StepCost, marginal: dict[str, Any], inputs: dict[str, Any]) -> Document:
@@ -131,6 +184,7 @@ def closed_form_doc(alpha: float, gamma: int, draft_cost: float) -> Document:
 def point_speedup_doc(dep: Deployment, batch: int, context: int, gamma: int,
                       point: PointSpeedup) -> Document:
     """Kind ``Speedup`` for the roofline speedup at one operating point."""
+    band = _band(point.speedup, gamma > 0)
     return envelope("Speedup", {
         "formula": "m(g) C0 / (C_verify(B, g+1, S) + C_draft(B, g, S))  [roofline]",
         "gpu": dep.gpu.name, "model": dep.model.name, "drafter": dep.drafter.name,
@@ -140,4 +194,28 @@ def point_speedup_doc(dep: Deployment, batch: int, context: int, gamma: int,
         "verify_seconds": sig(point.verify),
         "draft_seconds": sig(point.draft),
         "speedup": sig(point.speedup),
+        "speedup_low": band[0],
+        "speedup_high": band[1],
+    })
+
+
+def _spend_doc(sp: Spend) -> dict[str, Any]:
+    return {"batch": sp.batch, "tokens_per_sequence": sp.tokens,
+            "distinct_experts_per_layer": sig(sp.distinct_experts, 5),
+            "expert_bytes": sig(sp.expert_bytes), "attention_bytes": sig(sp.attention_bytes),
+            "other_bytes": sig(sp.other_bytes), "step_seconds": sig(sp.step_seconds),
+            "draft_seconds": sig(sp.draft_seconds), "tokens_per_step": sig(sp.tokens_per_step, 5),
+            "tokens_per_second": sig(sp.tokens_per_second, 5)}
+
+
+def widthdepth_doc(wd: WidthDepth, inputs: dict[str, Any]) -> Document:
+    """Kind ``WidthDepth``: N positions spent as batch (width) or as speculation (depth)."""
+    return envelope("WidthDepth", {
+        **inputs,
+        "positions": wd.positions,
+        "context": wd.context,
+        "width": _spend_doc(wd.width),
+        "depth": _spend_doc(wd.depth),
+        "winner": wd.winner,
+        "depth_over_width": sig(wd.depth_over_width, 4),
     })

@@ -48,6 +48,27 @@ def dtype_bytes(dtype: str) -> float:
 
 
 @dataclass(frozen=True)
+class Kernels:
+    """Fitted kernel constants of one GPU (seconds; fractions of datasheet peak); how they
+    price a pass is in :mod:`spectune.cost.kernels`."""
+
+    gemm_call: float
+    gemm_bandwidth_fraction: float
+    gemm_flops_fraction: float
+    gemm_m_half: float
+    moe_call: float
+    moe_expert: float
+    moe_bandwidth_fraction: float
+    gqa_call: float
+    gqa_bandwidth_fraction: float
+    gqa_parallel_half: float
+    mla_call: float
+    mla_bandwidth_fraction: float
+    mla_parallel_half: float
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class GPU:
     """One accelerator, as the roofline sees it.
 
@@ -55,7 +76,8 @@ class GPU:
     ``bandwidth_fraction`` / ``flops_fraction`` are the achievable shares of peak that
     real kernels reach (sourced per profile); the roofline uses them unless asked for
     peak. ``link_bandwidth`` is the per-GPU, one-direction scale-up bandwidth (B/s);
-    ``link_latency`` the fixed time of one small collective (s).
+    ``link_latency`` the fixed time of one small collective (s). ``kernels``: measured
+    per-kernel curves (None: :func:`spectune.cost.kernels.default_kernels`).
     """
 
     key: str
@@ -68,6 +90,7 @@ class GPU:
     bandwidth_fraction: float = 1.0
     flops_fraction: float = 1.0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    kernels: Kernels | None = None
 
     def compute_format(self, dtype: str) -> str:
         """The tensor-core format a ``dtype`` operand runs at on this GPU."""

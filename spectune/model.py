@@ -87,6 +87,50 @@ FFN = DenseFFN | MoE
 
 
 @dataclass(frozen=True)
+class Routing:
+    """How a model's router spreads tokens over its routed experts (seed 003), as far as
+    the distinct-expert traffic of a pass cares; the arithmetic is in
+    :mod:`spectune.cost.routing`.
+
+    ``coactivation`` F: the share of a token's routed experts that the previous position
+    of the same sequence also used (measured; chance level is sum(pi^2)/k, k/E if
+    uniform). ``decay``: rank-share law share(r) ~ exp(-decay * r / E), r = 0 the busiest
+    expert (the busiest pulls ~decay / (1 - e^-decay) times its fair share). ``loads``:
+    measured per-expert load shares, one row for every MoE layer or one row per layer
+    (overrides ``decay``). All zero / empty is uniform routing: seed 000's coupon collector,
+    exactly.
+    """
+
+    coactivation: float = 0.0
+    decay: float = 0.0
+    loads: tuple[tuple[float, ...], ...] = ()
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.coactivation <= 1.0:
+            raise ValueError(f"coactivation {self.coactivation} is outside [0, 1]")
+        if self.decay < 0:
+            raise ValueError(f"decay {self.decay} must be >= 0")
+
+    @property
+    def uniform(self) -> bool:
+        return self.coactivation == 0.0 and self.decay == 0.0 and not self.loads
+
+    def describe(self) -> str:
+        """One line for outputs: which routing model priced the experts."""
+        if self.uniform:
+            what = "uniform (coupon collector)"
+        else:
+            skew = (f"measured loads ({len(self.loads)} layer row(s))" if self.loads
+                    else f"exponential rank decay {self.decay:g}" if self.decay else "no skew")
+            what = f"co-activation F = {self.coactivation:g}, {skew}"
+        return f"{what}; {self.source}" if self.source else what
+
+
+UNIFORM = Routing()
+
+
+@dataclass(frozen=True)
 class LayerGroup:
     """``count`` consecutive layers with the same attention and feed-forward blocks."""
 
@@ -103,7 +147,8 @@ class Model:
     ``expert_dtype`` of routed and shared experts, ``kv_dtype`` of the KV cache,
     ``act_dtype`` of activations and attention queries, ``lm_head_dtype`` of the output
     embedding. ``lm_head_vocab`` is the vocabulary the head scores (an EAGLE-3 head's
-    reduced draft vocabulary), defaulting to ``vocab_size``.
+    reduced draft vocabulary), defaulting to ``vocab_size``. ``routing`` prices the MoE
+    layers' distinct experts (uniform unless a profile says otherwise).
     """
 
     name: str
@@ -118,6 +163,7 @@ class Model:
     lm_head_vocab: int = 0
     source: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    routing: Routing = UNIFORM
 
     @property
     def n_layers(self) -> int:

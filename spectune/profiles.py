@@ -12,7 +12,7 @@ import difflib
 import itertools
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -20,10 +20,10 @@ from typing import Any
 from spectune.acceptance import Acceptance
 from spectune.deployment import Deployment, Engine, Parallelism, Workload
 from spectune.errors import InputError
-from spectune.hardware import DTYPE_BYTES, GPU
+from spectune.hardware import DTYPE_BYTES, GPU, Kernels
 from spectune.hf_config import DTYPE_KEYS, model_from_hf_config
 from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
-from spectune.model import DRAFTER_KINDS, Drafter, Model
+from spectune.model import DRAFTER_KINDS, UNIFORM, Drafter, Model, MoE, Routing
 
 KINDS = ("gpus", "models", "drafters", "engines")
 KeyPath = tuple[str, ...]
@@ -196,7 +196,22 @@ def builtin_path(kind: str, name: str, doc: Doc | None = None, path: KeyPath = (
 
 
 GPU_KEYS = ("name", "aliases", "memory_gb", "hbm_bandwidth_tbps", "peak_tflops",
-            "link_bandwidth_gbps", "link_latency_us", "achievable", "confidence", "notes")
+            "link_bandwidth_gbps", "link_latency_us", "achievable", "confidence", "notes",
+            "kernels")
+#: ``kernels:`` keys of a GPU profile (spectune.hardware.Kernels); ``*_us`` are microseconds.
+KERNEL_KEYS = tuple(f.name + ("_us" if f.name.endswith(("_call", "_expert")) else "")
+                    for f in fields(Kernels) if f.name != "source")
+
+
+def _kernels(doc: Doc, path: KeyPath, value: Any) -> Kernels:
+    v = _check_keys(doc, path, value, (*KERNEL_KEYS, "source"), KERNEL_KEYS)
+    vals: dict[str, Any] = {}
+    for k in KERNEL_KEYS:
+        frac = k.endswith("_fraction")
+        x = _number(doc, (*path, k), v[k], positive=frac, lo=None if frac else 0.0,
+                    hi=1.0 if frac else None)
+        vals[k.removesuffix("_us")] = x * 1e-6 if k.endswith("_us") else x
+    return Kernels(**vals, source=str(v.get("source", "")))
 
 
 def gpu_from_mapping(doc: Doc, path: KeyPath, value: Any, key: str = "custom") -> GPU:
@@ -223,6 +238,7 @@ def gpu_from_mapping(doc: Doc, path: KeyPath, value: Any, key: str = "custom") -
         bandwidth_fraction=fr.get("bandwidth_fraction", 1.0),
         flops_fraction=fr.get("flops_fraction", 1.0),
         notes=(str(v["notes"]),) if v.get("notes") else (),
+        kernels=_kernels(doc, (*path, "kernels"), v["kernels"]) if v.get("kernels") else None,
     )
 
 
@@ -232,7 +248,8 @@ def load_gpu(name: str, doc: Doc | None = None, path: KeyPath = ()) -> GPU:
 
 
 ENGINE_KEYS = ("name", "aliases", "version", "pass_overhead_us", "layer_overhead_us",
-               "draft_pass_overhead_us", "verify_token_cost_us", "spec_step_overhead_us", "base")
+               "draft_pass_overhead_us", "verify_token_cost_us", "spec_cycle_overhead_us",
+               "spec_step_overhead_us", "draft_pass_overhead_by_kind_us", "base")
 
 
 def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None = None) -> Engine:
@@ -255,10 +272,21 @@ def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None
         layer_overhead=us("layer_overhead_us", b.layer_overhead),
         draft_pass_overhead=us("draft_pass_overhead_us", b.draft_pass_overhead),
         verify_token_cost=us("verify_token_cost_us", b.verify_token_cost),
-        spec_step_overhead=us("spec_step_overhead_us", b.spec_step_overhead),
+        # spec_step_overhead_us: the key's earlier name, still read.
+        spec_step_overhead=us("spec_cycle_overhead_us",
+                              us("spec_step_overhead_us", b.spec_step_overhead)),
         version=str(v.get("version") or b.version),
         source=doc.file,
+        draft_pass_overhead_by_kind=_by_kind(doc, (*path, "draft_pass_overhead_by_kind_us"),
+                                             v.get("draft_pass_overhead_by_kind_us"))
+        if "draft_pass_overhead_by_kind_us" in v else b.draft_pass_overhead_by_kind,
     )
+
+
+def _by_kind(doc: Doc, path: KeyPath, value: Any) -> tuple[tuple[str, float], ...]:
+    """``{drafter kind: microseconds}`` -> ``((kind, seconds), ...)``."""
+    v = _check_keys(doc, path, value or {}, DRAFTER_KINDS)
+    return tuple((k, _number(doc, (*path, k), x, positive=False) * 1e-6) for k, x in v.items())
 
 
 def load_engine(name: str, doc: Doc | None = None, path: KeyPath = ()) -> Engine:
@@ -267,7 +295,43 @@ def load_engine(name: str, doc: Doc | None = None, path: KeyPath = ()) -> Engine
     return engine_from_mapping(d, (), d.data)
 
 
-MODEL_KEYS = ("name", "aliases", "dtypes", "hf_config", "config")
+MODEL_KEYS = ("name", "aliases", "dtypes", "hf_config", "config", "routing")
+ROUTING_KEYS = ("coactivation", "decay", "loads", "source")
+
+
+def routing_from_value(doc: Doc, path: KeyPath, value: Any, model: Model) -> Routing:
+    """``routing: uniform`` (seed 000's coupon collector) or ``routing: {coactivation: F,
+    decay: RATE | loads: [...] | [[...] per layer], source: ...}`` (seed 003)."""
+    if value == "uniform":
+        return UNIFORM
+    if not isinstance(value, dict):
+        raise doc.error(path, f"expected 'uniform' or a mapping with keys {', '.join(ROUTING_KEYS)}, "
+                              f"got {value!r}")
+    v = _check_keys(doc, path, value, ROUTING_KEYS)
+    f = _number(doc, (*path, "coactivation"), v.get("coactivation", 0.0), positive=False, lo=0.0, hi=1.0)
+    decay = _number(doc, (*path, "decay"), v.get("decay", 0.0), positive=False, lo=0.0, hi=1000.0)
+    loads: tuple[tuple[float, ...], ...] = ()
+    if "loads" in v:
+        if "decay" in v:
+            raise doc.error((*path, "loads"), "give either 'decay' or 'loads', not both")
+        raw = v["loads"]
+        rows = raw if isinstance(raw, list) and raw and isinstance(raw[0], list) else [raw]
+        n_exp = {g.ffn.n_experts for g in model.layers if isinstance(g.ffn, MoE)}
+        if not isinstance(raw, list) or not raw:
+            raise doc.error((*path, "loads"), "expected a list of per-expert loads (or one list per layer)")
+        parsed = []
+        for i, row in enumerate(rows):
+            rp = (*path, "loads", str(i)) if len(rows) > 1 else (*path, "loads")
+            if not isinstance(row, list) or (n_exp and len(row) not in n_exp):
+                raise doc.error(rp, f"expected a list of {', '.join(map(str, sorted(n_exp))) or 'E'} "
+                                    "per-expert loads (tokens or shares)")
+            vals = tuple(_number(doc, (*rp, str(j)), x, positive=False, lo=0.0) for j, x in enumerate(row))
+            if sum(vals) <= 0:
+                raise doc.error(rp, "expected loads that sum to more than 0")
+            parsed.append(vals)
+        loads = tuple(parsed)
+    src = str(v.get("source") or "")
+    return Routing(f, decay, loads, src)
 
 
 def _dtypes(doc: Doc, path: KeyPath, value: Any) -> dict[str, str]:
@@ -308,9 +372,12 @@ def model_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str = 
                               "(path to a config.json)")
     dtypes = _dtypes(doc, (*path, "dtypes"), v.get("dtypes"))
     try:
-        return model_from_hf_config(cfg, str(v.get("name") or default_name), dtypes, doc.file)
+        model = model_from_hf_config(cfg, str(v.get("name") or default_name), dtypes, doc.file)
     except (ValueError, TypeError, KeyError) as exc:
         raise doc.error(cfg_path, str(exc)) from None
+    if "routing" in v:
+        model = replace(model, routing=routing_from_value(doc, (*path, "routing"), v["routing"], model))
+    return model
 
 
 def load_model(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Model:
@@ -368,7 +435,8 @@ def load_drafter(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Drafte
 
 # --------------------------------------------------------------------------- deployment
 DEPLOYMENT_KEYS = ("name", "description", "gpu", "model", "drafter", "parallelism", "engine",
-                   "workload", "acceptance", "gamma_max", "tie_tolerance", "achievable")
+                   "workload", "acceptance", "gamma_max", "tie_tolerance", "achievable",
+                   "routing", "slo")
 ACCEPTANCE_KEYS = ("alpha", "per_position", "marginal", "mean_length", "drafts", "source")
 
 
@@ -419,9 +487,12 @@ def deployment_from_doc(doc: Doc) -> Deployment:
     if "achievable" in v:
         ach = _check_keys(doc, ("achievable",), v["achievable"], ("bandwidth_fraction", "flops_fraction"))
         fractions = {k: _number(doc, ("achievable", k), x, lo=0.01, hi=1.0) for k, x in ach.items()}
+        # Overridden fractions replace the measured kernel efficiencies too (default_kernels).
         gpu = replace(gpu, bandwidth_fraction=fractions.get("bandwidth_fraction", gpu.bandwidth_fraction),
-                      flops_fraction=fractions.get("flops_fraction", gpu.flops_fraction))
+                      flops_fraction=fractions.get("flops_fraction", gpu.flops_fraction), kernels=None)
     model: Model = _resolve(doc, ("model",), v["model"], load_model, model_from_mapping)
+    if "routing" in v:
+        model = replace(model, routing=routing_from_value(doc, ("routing",), v["routing"], model))
     drafter: Drafter = _resolve(doc, ("drafter",), v["drafter"], load_drafter, drafter_from_mapping)
 
     par_v = _check_keys(doc, ("parallelism",), v.get("parallelism") or {}, ("tp", "ep", "dp"))
@@ -450,7 +521,12 @@ def deployment_from_doc(doc: Doc) -> Deployment:
     gamma_max = int(_number(doc, ("gamma_max",), v.get("gamma_max", 8), integer=True, lo=1, hi=64))
     tol = _number(doc, ("tie_tolerance",), v.get("tie_tolerance", 0.01), positive=False, lo=0, hi=0.5)
     name = str(v.get("name") or Path(doc.file).stem)
-    return Deployment(name, gpu, model, drafter, par, engine, workload, acceptance, gamma_max, tol)
+    slo = None
+    if "slo" in v:
+        s = _check_keys(doc, ("slo",), v["slo"], ("tpot_ms",), ("tpot_ms",))
+        slo = _number(doc, ("slo", "tpot_ms"), s["tpot_ms"], hi=1e6) * 1e-3
+    return Deployment(name, gpu, model, drafter, par, engine, workload, acceptance, gamma_max, tol,
+                      tpot_slo=slo)
 
 
 def load_deployment(ref: str) -> Deployment:

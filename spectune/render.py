@@ -13,6 +13,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from spectune.uncertainty import BAND_COVERAGE
+
 API_VERSION = "spectune/v1"
 FORMATS = ("table", "yaml", "json", "markdown")
 
@@ -172,14 +174,21 @@ def _recommendation_grid(doc: Document, fmt: str, wide: bool) -> str:
     headers = ["batch \\ context"] + [f"{s:,}" for s in doc["context_lengths"]]
     band = any(p.get("speedup_low") is not None for p in doc["points"])
     legend = ("cell: γ* (best draft length) and predicted decode throughput speedup over plain "
-              "decode (× = times faster" + ("; (low–high) = the prediction's band" if band else "")
+              "decode (× = times faster" + (
+                  f"; (low–high) = the range that held {BAND_COVERAGE:.0%} of published "
+                  "measurements (spectune docs validation)" if band else "")
               + "); '0  off' = speculation does not pay there; "
               + ("then time per output token of one sequence and the costliest part of the step; "
                  if wide else "")
               + "rows: concurrent sequences, columns: context length in tokens; more per point: "
               "--detail")
     tail = [legend, *footnotes]
-    return _recommendation_head(doc, fmt) + grid(rows, headers, fmt) + "\n" + "\n".join(tail) + "\n"
+    text = _recommendation_head(doc, fmt) + grid(rows, headers, fmt) + "\n" + "\n".join(tail) + "\n"
+    if "ragged" in doc:
+        text += "\n" + _ragged_table(doc, fmt)
+    if "slo" in doc:
+        text += "\n" + _slo_table(doc["slo"], fmt)
+    return text
 
 
 @table_for("Recommendation", "detail")
@@ -208,6 +217,62 @@ def _recommendation_detail(doc: Document, fmt: str) -> str:
             + "\n".join([legend, *footnotes]) + "\n")
 
 
+def _ragged_table(doc: Document, fmt: str) -> str:
+    """recommend --ragged: the four depth policies per point (seed 003)."""
+    rows = []
+    for p in doc["points"]:
+        r = p["ragged"]
+        rows.append([p["batch"], f"{p['context']:,}", f"{r['homogeneous_gamma']}  {r['homogeneous']:.2f}x",
+                     f"{r['gated']:.2f}x", f"{r['ragged']:.2f}x  (mean {r['mean_ragged_depth']:.1f})",
+                     f"{r['ragged_free']:.2f}x", f"{r['oracle']:.2f}x",
+                     f"{(r['ragged'] / r['homogeneous'] - 1) * 100:+.1f}%"])
+    gap = "\n" if fmt == "markdown" else ""
+    head = f"ragged depths, rounds: {doc['ragged']['rounds']}\n{gap}"
+    legend = ("speedup over plain decode; gated: one γ per step from the drafter's confidences; "
+              "ragged: that γ trimmed per sequence; free: any per-sequence depths; oracle: perfect "
+              "calibration\n")
+    return head + grid(rows, ["batch", "context", "best single γ", "gated γ", "ragged (trimmed)",
+                              "ragged (free)", "oracle", "ragged vs single"], fmt) + "\n" + legend + \
+        f"note: {doc['ragged']['note']}\n"
+
+
+def _slo_table(slo: Document, fmt: str) -> str:
+    """recommend --tpot-slo: goodput per context."""
+
+    def cell(op: Document | None) -> str:
+        if op is None:
+            return "none meets the SLO"
+        return (f"B={op['batch']} γ={op['gamma']}: {op['tokens_per_second_per_gpu']:,.0f} tok/s/GPU, "
+                f"TPOT {_ms(op['tpot_seconds'])}")
+
+    rows = [[f"{p['context']:,}", cell(p["best"]), cell(p["batch_only"]),
+             "" if p["speculation_gain"] is None else f"{p['speculation_gain']:.2f}x"]
+            for p in slo["points"]]
+    head = (f"goodput at TPOT <= {_ms(slo['tpot_seconds'])} (batch searched over "
+            f"{slo['batch_search'][0]}..{slo['batch_search'][1]})\n" + ("\n" if fmt == "markdown" else ""))
+    return head + grid(rows, ["context", "best (batch, γ)", "best without speculation",
+                              "speculation gain"], fmt)
+
+
+@table_for("WidthDepth")
+def _widthdepth_table(doc: Document, fmt: str) -> str:
+    w, d = doc["width"], doc["depth"]
+    rows = []
+    for name, sp in (("width", w), ("depth", d)):
+        rows.append([name, f"{sp['batch']} x {sp['tokens_per_sequence']}",
+                     f"{sp['distinct_experts_per_layer']:.1f}", _si(sp["expert_bytes"], "B"),
+                     _si(sp["attention_bytes"], "B"), _si(sp["other_bytes"], "B"),
+                     _ms(sp["step_seconds"]), f"{sp['tokens_per_step']:.2f}",
+                     f"{sp['tokens_per_second']:,.0f}"])
+    head = (f"{doc['model']} on {doc['gpu']}: {doc['positions']} positions per step at context "
+            f"{doc['context']:,}; acceptance {doc['acceptance']}; routing {doc['routing']}\n\n")
+    tail = (f"\nwinner: {doc['winner']} (depth / width throughput = {doc['depth_over_width']:.3f})"
+            + ("" if doc["drafter"] else "; drafting taken as free") + "\n")
+    return head + grid(rows, ["spend", "seqs x positions", "experts/layer", "expert bytes",
+                              "attention bytes", "other bytes", "step", "tokens/step", "tokens/s"],
+                       fmt) + tail
+
+
 @table_for("StepCost")
 def _cost_table(doc: Document, fmt: str) -> str:
     rows = [[c["name"], _si(c["flops"], "FLOP"), _si(c["bytes"], "B"), _ms(c["seconds"]),
@@ -217,7 +282,8 @@ def _cost_table(doc: Document, fmt: str) -> str:
                  f"{doc['marginal_cost']:.2f}"])
     head = (f"{doc['model']} on {doc['gpu']}: batch {doc['batch']} x {doc['tokens']} tokens "
             f"at context {doc['context']:,}, per GPU per pass "
-            f"({'achieved' if doc['achieved'] else 'peak'} rates)\n\n")
+            f"({'achieved' if doc['achieved'] else 'peak'} rates)\n"
+            f"MoE routing: {doc['routing']}\n\n")
     legend = ("\nr = d log C / d log tokens: 0 = an extra verified token is free, "
               "1 = it pays full price\n")
     return head + grid(rows, ["component", "FLOPs", "bytes", "time", "share", "FLOP/B", "bound",

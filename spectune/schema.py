@@ -61,6 +61,9 @@ def _doc(kind: str, command: str, description: str, props: dict[str, Schema],
 METADATA = _obj({"spectune": STR, "schema": STR})
 PARALLELISM = _obj({"tp": POS_INT, "ep": POS_INT, "dp": POS_INT})
 
+_OPERATING = _obj({"batch": POS_INT, "gamma": NONNEG_INT, "tokens_per_second_per_gpu": NUM,
+                   "tpot_seconds": NUM})
+
 RECOMMENDATION = _doc("Recommendation", "spectune recommend",
                       "gamma* and predicted speedup per operating point", {
     "metadata": METADATA,
@@ -69,7 +72,7 @@ RECOMMENDATION = _doc("Recommendation", "spectune recommend",
         "gpu": _obj({"key": STR, "name": STR, "bandwidth_fraction": FRACTION,
                      "flops_fraction": FRACTION}),
         "model": _obj({"name": STR, "params": NONNEG_INT, "weights": STR, "experts": STR,
-                       "kv_cache": STR}),
+                       "kv_cache": STR, "routing": STR}),
         "drafter": _obj({"kind": {"enum": ["draft_model", "eagle", "eagle3", "mtp", "ngram",
                                            "cost_ratio"]},
                          "name": STR, "path": _nullable(STR)}),
@@ -86,11 +89,30 @@ RECOMMENDATION = _doc("Recommendation", "spectune recommend",
     "context_lengths": _arr(NONNEG_INT, 1),
     "points": _arr(_obj({
         "batch": POS_INT, "context": NONNEG_INT, "gamma": NONNEG_INT, "speedup": NUM,
+        "speedup_low": NUM, "speedup_high": NUM,
         "speculate": BOOL, "limiter": STR, "step_seconds": NUM, "plain_step_seconds": NUM,
         "speedups": _arr(NUM, 1),
-    }), 1),
+        "ragged": _obj({"homogeneous": NUM, "gated": NUM, "ragged": NUM, "ragged_free": NUM,
+                        "oracle": NUM,
+                        "homogeneous_gamma": NONNEG_INT, "mean_ragged_depth": NUM},
+                       description="recommend --ragged: speedup over plain decode of the best "
+                                   "single gamma, a batch-wide gamma from live confidences, "
+                                   "that gamma trimmed per sequence, free per-sequence depths, "
+                                   "and perfect calibration"),
+    }, required=["batch", "context", "gamma", "speedup", "speculate", "limiter", "step_seconds",
+                 "plain_step_seconds", "speedups"]), 1),
     "notes": _arr(STR),
-})
+    "ragged": _obj({"rounds": STR, "note": STR}),
+    "slo": _obj({
+        "tpot_seconds": NUM,
+        "batch_search": _arr(POS_INT, 2),
+        "points": _arr(_obj({"context": NONNEG_INT, "best": _nullable(_OPERATING),
+                             "batch_only": _nullable(_OPERATING),
+                             "speculation_gain": _nullable(NUM)}), 1),
+    }, description="recommend --tpot-slo: per context, the (batch, gamma) of highest throughput "
+                   "per GPU whose TPOT meets the SLO, and the best with gamma = 0"),
+}, required=["metadata", "deployment", "acceptance", "gammas", "batch_sizes", "context_lengths",
+             "points", "notes"])
 
 _COMPONENT = _obj({
     "name": STR, "flops": NUM, "bytes": NUM, "seconds": NUM, "intensity": NUM,
@@ -99,7 +121,7 @@ _COMPONENT = _obj({
 })
 _STEP_PROPS: dict[str, Schema] = {
     "gpu": STR, "model": STR, "batch": POS_INT, "tokens": POS_INT, "context": NONNEG_INT,
-    "parallelism": PARALLELISM, "engine": _nullable(STR), "achieved": BOOL,
+    "parallelism": PARALLELISM, "engine": _nullable(STR), "achieved": BOOL, "routing": STR,
     "components": _arr(_COMPONENT, 1), "total_seconds": NUM, "marginal_cost": NUM,
 }
 STEP_COST = _doc("StepCost", "spectune cost (one --batch)",
@@ -112,6 +134,7 @@ SPEEDUP = _doc("Speedup", "spectune speedup", "predicted speedup of one gamma (c
     "gpu": STR, "model": STR, "drafter": STR, "batch": POS_INT, "context": NONNEG_INT,
     "acceptance": STR, "expected_tokens": NUM, "plain_step_seconds": NUM,
     "verify_seconds": NUM, "draft_seconds": NUM, "speedup": NUM,
+    "speedup_low": NUM, "speedup_high": NUM,
 }, required=["formula", "gamma", "expected_tokens", "speedup"])
 
 PROFILE_LIST = _doc("ProfileList", "spectune profiles list", "built-in profiles and shipped examples", {
@@ -204,8 +227,22 @@ OBSERVATION = _doc("Observation", "spectune observe", "what was measured on a ru
     "notes": _arr(STR),
 })
 
+_SPEND = _obj({
+    "batch": POS_INT, "tokens_per_sequence": POS_INT, "distinct_experts_per_layer": NUM,
+    "expert_bytes": NUM, "attention_bytes": NUM, "other_bytes": NUM, "step_seconds": NUM,
+    "draft_seconds": NUM, "tokens_per_step": NUM, "tokens_per_second": NUM,
+})
+WIDTH_DEPTH = _doc("WidthDepth", "spectune widthdepth",
+                   "N positions per step spent as batch (width) or speculation (depth)", {
+    "gpu": STR, "model": STR, "routing": STR, "acceptance": STR, "engine": _nullable(STR),
+    "drafter": _nullable(STR), "parallelism": PARALLELISM, "achieved": BOOL,
+    "positions": POS_INT, "context": NONNEG_INT, "width": _SPEND, "depth": _SPEND,
+    "winner": {"enum": ["width", "depth"]}, "depth_over_width": NUM,
+})
+
 SCHEMAS: dict[str, Schema] = {s["title"]: s for s in (
-    RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT, OBSERVATION)}
+    RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT, OBSERVATION,
+    WIDTH_DEPTH)}
 
 
 def kinds() -> dict[str, str]:

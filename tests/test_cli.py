@@ -133,7 +133,8 @@ def test_cost_sweep_over_batches(runner: CliRunner, prof: Path) -> None:
     assert doc["kind"] == "StepCostSweep" and [s["batch"] for s in doc["steps"]] == [1, 512]
     r = {s["batch"]: {c["name"]: c["marginal_cost"] for c in s["components"]} for s in doc["steps"]}
     # weights are streamed once per pass: a verify token is free at batch 1, not at 512 x 4
-    assert r[1]["dense-ffn"] < 0.05 and r[512]["dense-ffn"] > 0.95
+    # (r just under 1 there: GEMM efficiency still rises with M, M / (M + m_half))
+    assert r[1]["dense-ffn"] < 0.05 and r[512]["dense-ffn"] > 0.85
     table = runner.invoke(cli, ["cost", "--profile", str(prof), "--batch", "1", "--batch", "512",
                                 "--context", "1024"]).stdout
     assert "r=" in table and "dense-ffn" in table

@@ -65,9 +65,45 @@ def test_expert_parallel_spreads_experts_and_adds_all_to_all(h100) -> None:
 
 def test_achieved_rates_are_slower_than_peak(h100) -> None:
     m = load_model("llama-3.1-8b")
-    peak = step_cost(m, h100, Parallelism(), None, 1, 1, 1024, achieved=False).seconds
-    real = step_cost(m, h100, Parallelism(), None, 1, 1, 1024).seconds
-    assert float(real) == pytest.approx(float(peak) / h100.bandwidth_fraction, rel=0.02)
+    peak = step_cost(m, h100, Parallelism(), None, 1, 1, 1024, achieved=False)
+    real = step_cost(m, h100, Parallelism(), None, 1, 1, 1024)
+    assert float(real.seconds) > float(peak.seconds)
+    # Kernel-true: every component pays its kernels' fixed costs on top of a memory time at
+    # the kernel family's own bandwidth fraction (spectune/cost/kernels.py).
+    k = h100.kernels
+    ffn = real.components["dense-ffn"]
+    assert float(ffn.fixed_seconds) == pytest.approx(2 * 32 * k.gemm_call)
+    assert float(ffn.memory_seconds) == pytest.approx(
+        float(peak.components["dense-ffn"].memory_seconds) / k.gemm_bandwidth_fraction)
+    assert float(ffn.seconds) == pytest.approx(float(ffn.fixed_seconds + ffn.memory_seconds))
+
+
+def test_gpu_without_kernel_tables_uses_its_fractions(h100) -> None:
+    from dataclasses import replace
+
+    from spectune.cost.kernels import H100_FIT, default_kernels
+    bare = replace(h100, kernels=None)
+    k = default_kernels(bare)
+    assert k.gemm_bandwidth_fraction == h100.bandwidth_fraction and k.gemm_call == H100_FIT.gemm_call
+    m = load_model("llama-3.1-8b")
+    peak = step_cost(m, bare, Parallelism(), None, 1, 1, 1024, achieved=False).components["dense-ffn"]
+    real = step_cost(m, bare, Parallelism(), None, 1, 1, 1024).components["dense-ffn"]
+    assert float(real.memory_seconds) == pytest.approx(float(peak.memory_seconds) / h100.bandwidth_fraction)
+
+
+def test_moe_kernel_cost_matches_the_measured_shape(h100) -> None:
+    """Issue 8: measured H100 MoE kernels cost a fixed ~15-30 us per call plus the distinct
+    experts' weights, so the plain MoE layer costs well above its roofline and grows far less
+    than 4x from 1 to 4 tokens (aiconfigurator sglang tables: 44.6 -> 130 us, bf16, Qwen3-30B-A3B
+    shape, tp 1)."""
+    m = load_model("qwen3-30b-a3b")
+    one = step_cost(m, h100, Parallelism(), None, 1, 1, 1024).components["moe"]
+    four = step_cost(m, h100, Parallelism(), None, 1, 4, 1024).components["moe"]
+    roof = step_cost(m, h100, Parallelism(), None, 1, 1, 1024, achieved=False).components["moe"]
+    per_layer = float(one.seconds) / m.n_layers
+    assert 30e-6 < per_layer < 70e-6
+    assert float(one.seconds) > 1.4 * float(roof.seconds)
+    assert 1.8 < float(four.seconds) / float(one.seconds) < 3.5
 
 
 def test_engine_overhead_is_its_own_fixed_component(h100) -> None:
@@ -94,8 +130,9 @@ def test_drafter_costs(h100) -> None:
     d = draft_cost(head, h100, Parallelism(), e, B, g, S, c0)
     assert d[0] == 0.0 and (np.diff(d) > 0).all()
     one_pass = step_cost(head.model, h100, Parallelism(), e, B, 1, S, role="draft").seconds
-    # each extra draft is one more pass (plus a first pass one position wider: <0.1%)
-    assert float(d[4] - d[3]) == pytest.approx(float(one_pass), rel=1e-3)
+    # each extra draft is one more pass (plus a first pass one position wider, whose B more
+    # tokens' logits the engine processes: ~1.5%)
+    assert float(d[4] - d[3]) == pytest.approx(float(one_pass), rel=0.02)
     assert float(one_pass) < 0.25 * float(c0)  # a one-layer head is cheap next to the target
 
 

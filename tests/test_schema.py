@@ -82,6 +82,10 @@ CASES: dict[str, tuple[str, Callable[[str, str], bytes]]] = {
         cli, ["check", str(CI / "vllm-good.yaml"), "--profile", str(CI / "profile.yaml"), "-o", fmt])),
     "check-fail": ("CheckReport", lambda p, fmt: run(
         cli, ["check", str(CI / "k8s-bad.yaml"), "--profile", str(CI / "profile.yaml"), "-o", fmt], (1,))),
+    "recommend-ragged-slo": ("Recommendation", lambda p, fmt: run(
+        cli, ["recommend", p, "--ragged", "--tpot-slo", "20ms", "-o", fmt])),
+    "widthdepth": ("WidthDepth", lambda p, fmt: run(
+        cli, ["widthdepth", p, "--positions", "8", "--batch", "4", "-o", fmt])),
     "observe-log": ("Observation", lambda p, fmt: run(observe_command(), ["--log", str(LOG), "-o", fmt])),
 }
 

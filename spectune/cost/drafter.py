@@ -32,8 +32,8 @@ def draft_cost(drafter: Drafter, gpu: GPU, par: Parallelism, engine: Engine | No
         return np.broadcast_to(g * drafter.cost_ratio * np.asarray(c0, dtype=float), shape).copy()
     assert drafter.model is not None
     first = step_cost(drafter.model, gpu, par, engine, B, g + 1, S, achieved=achieved,
-                      speculative=False, role="draft").seconds
+                      speculative=False, role="draft", drafter_kind=drafter.kind).seconds
     rest = step_cost(drafter.model, gpu, par, engine, B, 1.0, S, achieved=achieved,
-                     speculative=False, role="draft").seconds
+                     speculative=False, role="draft", drafter_kind=drafter.kind).seconds
     total = np.where(g >= 1, first + np.maximum(g - 1, 0) * rest, 0.0)
     return np.broadcast_to(total, shape).copy()

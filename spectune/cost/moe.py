@@ -6,7 +6,9 @@ touches. Under uniform routing the expected number of distinct experts is
     A(N) = E * (1 - (1 - k/E)^N),
 
 ~N*k for N << E/k (every token drags in fresh experts) and -> E past the knee N ~ E/k.
-Shared experts are always resident.
+Shared experts are always resident. Skewed routing and co-activation of consecutive
+positions (seed 003) replace A(N) by D(B, T) of :mod:`spectune.cost.routing`; uniform
+routing keeps the formula above, bit for bit.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from spectune.cost.roofline import Array, Work
+from spectune.cost.routing import distinct_experts_bt
 from spectune.deployment import Parallelism
 from spectune.hardware import dtype_bytes
-from spectune.model import MoE
+from spectune.model import UNIFORM, MoE, Routing
 
 
 def distinct_experts(tokens: Array, n_experts: int, top_k: int) -> Array:
@@ -35,13 +38,33 @@ def knee(n_experts: int, top_k: int) -> float:
     return n_experts / top_k
 
 
+def touched_experts(moe: MoE, par: Parallelism, B: Array, T: Array,
+                    routing: Routing = UNIFORM) -> Array:
+    """Distinct routed experts (whole, or tp slices of them) one GPU reads in a pass of B
+    sequences x T tokens: A(B/dp*T) with ``ep == 1``, the local share of A(B*T) with EP;
+    skewed or co-activated ``routing`` replaces A by D(B, T) (:mod:`spectune.cost.routing`)."""
+    tokens_rank = np.asarray(B, dtype=float) * T / par.dp
+    if par.ep == 1:
+        if not routing.uniform:
+            return distinct_experts_bt(routing, moe.n_experts, moe.top_k,
+                                       np.asarray(B, dtype=float) / par.dp, T)
+        return distinct_experts(tokens_rank, moe.n_experts, moe.top_k)
+    if not routing.uniform:
+        return distinct_experts_bt(routing, moe.n_experts, moe.top_k, B, T) / par.ep
+    tokens_all = tokens_rank * par.dp
+    # Each local expert is touched with the same probability as any expert.
+    return moe.n_experts / par.ep * (1.0 - (1.0 - moe.top_k / moe.n_experts) ** tokens_all)
+
+
 def moe_work(moe: MoE, hidden: int, expert_dtype: str, act_dtype: str, par: Parallelism,
-             B: Array, T: Array) -> Work:
+             B: Array, T: Array, routing: Routing = UNIFORM) -> Work:
     """One MoE layer on one GPU for B sequences x T tokens.
 
     ``ep == 1``: each dp rank holds every expert sharded ``tp`` ways and routes its own
     B/dp*T tokens. ``ep == tp*dp``: each GPU holds E/ep whole experts and receives its
     share of all B*T tokens' picks (the all-to-all is priced in :mod:`spectune.cost.comm`).
+    Under non-uniform ``routing`` a GPU holding E/ep experts is charged 1/ep of the
+    distinct experts (the average GPU; placement of hot experts is not modelled).
     """
     b_w = dtype_bytes(expert_dtype)
     b_a = dtype_bytes(act_dtype)
@@ -49,16 +72,13 @@ def moe_work(moe: MoE, hidden: int, expert_dtype: str, act_dtype: str, par: Para
     p_shared = moe.shared_params(hidden)
     tokens_rank = np.asarray(B, dtype=float) * T / par.dp  # tokens of one dp rank
 
+    touched = touched_experts(moe, par, B, T, routing)
     if par.ep == 1:
-        touched = distinct_experts(tokens_rank, moe.n_experts, moe.top_k)
         routed_flops = 2.0 * tokens_rank * moe.top_k * p_expert / par.tp
         routed_bytes = touched * p_expert * b_w / par.tp
         routed_acts = tokens_rank * moe.top_k * 2 * hidden * b_a
     else:
         tokens_all = tokens_rank * par.dp
-        local = moe.n_experts / par.ep
-        # Each local expert is touched with the same probability as any expert.
-        touched = local * (1.0 - (1.0 - moe.top_k / moe.n_experts) ** tokens_all)
         routed_flops = 2.0 * tokens_all * moe.top_k * p_expert / par.ep
         routed_bytes = touched * p_expert * b_w
         routed_acts = tokens_all * moe.top_k / par.ep * 2 * hidden * b_a

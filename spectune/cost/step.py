@@ -12,10 +12,16 @@ from numpy.typing import ArrayLike
 from spectune.cost.attention import attention_work
 from spectune.cost.comm import comm_component
 from spectune.cost.dense import gemm_work, lm_head_work
-from spectune.cost.moe import moe_work
+from spectune.cost.kernels import (
+    attention_bandwidth_fraction,
+    default_kernels,
+    gemm_flops_fraction,
+    kernel_price,
+)
+from spectune.cost.moe import moe_work, touched_experts
 from spectune.cost.roofline import Array, Component, Work, fixed, price
 from spectune.deployment import Engine, Parallelism
-from spectune.hardware import GPU
+from spectune.hardware import GPU, Kernels
 from spectune.model import Model, MoE
 
 #: Display order of components.
@@ -40,29 +46,77 @@ def _add(works: dict[str, Work], name: str, work: Work) -> None:
     works[name] = works[name] + work if name in works else work
 
 
-def layer_works(model: Model, par: Parallelism, B: Array, T: Array, S: Array) -> dict[str, Work]:
-    """FLOPs and bytes of every roofline component of ``model``, summed over its layers."""
+def _add_c(comps: dict[str, Component], name: str, comp: Component) -> None:
+    comps[name] = comps[name] + comp if name in comps else comp
+
+
+#: Weight GEMM launches per layer: fused qkv + o; MLA's q_a, q_b, kv_a, the two absorbed
+#: per-head BMMs and o. A gated FFN is gate_up + down.
+GQA_PROJ_CALLS = 2
+MLA_PROJ_CALLS = 6
+FFN_CALLS = 2
+
+
+def _layer_pieces(model: Model, par: Parallelism, B: Array, T: Array, S: Array,
+                  on: tuple[Kernels, GPU] | None = None) -> tuple[dict[str, Work], dict[str, Component]]:
+    """Work of every roofline component summed over layers and, given ``on`` = (kernels,
+    GPU), its kernel-true price (:mod:`spectune.cost.kernels`); each distinct layer is
+    priced once and scaled by its count."""
+    kernels, gpu = on if on is not None else (None, None)
     h = model.hidden_size
     works: dict[str, Work] = {}
+    comps: dict[str, Component] = {}
+    tokens = np.asarray(B, dtype=float) * T / par.dp
+    seqs = np.asarray(B, dtype=float) / par.dp
+
+    def gemm(name: str, w: Work, calls: int, count: int) -> None:
+        _add(works, name, w.scaled(count))
+        if kernels is not None and gpu is not None:
+            c = kernel_price(w, gpu, calls * kernels.gemm_call, kernels.gemm_bandwidth_fraction,
+                             gemm_flops_fraction(kernels, tokens))
+            _add_c(comps, name, c.scaled(count))
+
     for group in model.distinct_layers():
         att = group.attention
+        latent = bool(att.kv_lora_rank)
         for name, w in attention_work(att, model, par, B, T, S).items():
             _add(works, name, w.scaled(group.count))
+            if kernels is not None and gpu is not None:
+                mla_like = latent or name.startswith("indexer")
+                parallel = seqs if mla_like else seqs * max(att.n_kv_heads / par.tp, 1.0)
+                c = kernel_price(w, gpu, kernels.mla_call if mla_like else kernels.gqa_call,
+                                 attention_bandwidth_fraction(kernels, mla_like, parallel),
+                                 gpu.flops_fraction)
+                _add_c(comps, name, c.scaled(group.count))
         # q/k/v/o: the layer input and attention output are read, q/k/v and output written.
         proj = gemm_work(att.proj_params, 2 * h, 2 * h, model.weight_dtype, model.act_dtype,
                          par, B, T)
-        _add(works, "attn-proj", proj.scaled(group.count))
+        gemm("attn-proj", proj, MLA_PROJ_CALLS if latent else GQA_PROJ_CALLS, group.count)
         ffn = group.ffn
         if isinstance(ffn, MoE):
-            w = moe_work(ffn, h, model.expert_dtype, model.act_dtype, par, B, T)
+            w = moe_work(ffn, h, model.expert_dtype, model.act_dtype, par, B, T, model.routing)
             _add(works, "moe", w.scaled(group.count))
+            if kernels is not None and gpu is not None:
+                # one grouped-GEMM call, a tile pass per distinct expert, shared experts as GEMMs
+                touched = touched_experts(ffn, par, B, T, model.routing)
+                per_expert = tokens * ffn.top_k / np.maximum(touched, 1e-9)
+                launch = (kernels.moe_call + kernels.moe_expert * touched
+                          + (FFN_CALLS * kernels.gemm_call if ffn.n_shared else 0.0))
+                c = kernel_price(w, gpu, launch, kernels.moe_bandwidth_fraction,
+                                 gemm_flops_fraction(kernels, per_expert))
+                _add_c(comps, "moe", c.scaled(group.count))
         else:
             w = gemm_work(ffn.params(h), h + ffn.intermediate, 2 * ffn.intermediate + h,
                           model.weight_dtype, model.act_dtype, par, B, T)
-            _add(works, "dense-ffn", w.scaled(group.count))
-    _add(works, "lm-head", lm_head_work(model.head_vocab, h, model.lm_head_dtype,
-                                        model.act_dtype, par, B, T))
-    return works
+            gemm("dense-ffn", w, FFN_CALLS, group.count)
+    gemm("lm-head", lm_head_work(model.head_vocab, h, model.lm_head_dtype, model.act_dtype,
+                                 par, B, T), 1, 1)
+    return works, comps
+
+
+def layer_works(model: Model, par: Parallelism, B: Array, T: Array, S: Array) -> dict[str, Work]:
+    """FLOPs and bytes of every roofline component of ``model``, summed over its layers."""
+    return _layer_pieces(model, par, B, T, S)[0]
 
 
 def comm_cost(model: Model, gpu: GPU, par: Parallelism, B: Array, T: Array) -> Component | None:
@@ -79,35 +133,48 @@ def comm_cost(model: Model, gpu: GPU, par: Parallelism, B: Array, T: Array) -> C
     return total
 
 
+#: The vocabulary ``verify_token_cost`` is quoted for (Llama-3, 128,256 tokens: the models the
+#: engine constants were derived on).
+REFERENCE_VOCAB = 128_256
+
+
 def overhead_seconds(model: Model, engine: Engine, par: Parallelism, B: Array, T: Array,
-                     speculative: ArrayLike, role: str = "target") -> Array:
+                     speculative: ArrayLike, role: str = "target", drafter_kind: str = "") -> Array:
     """Engine time outside the kernels' rooflines for one pass (seconds): a fixed cost per
-    pass and per layer; a target pass on the speculative path adds the speculative step's
-    fixed cost and a cost per verified token (B/dp * T per GPU)."""
-    if role == "draft":
-        return np.asarray(engine.draft_pass_overhead + engine.layer_overhead * model.n_layers)
-    base = engine.pass_overhead + engine.layer_overhead * model.n_layers
+    pass and per layer; a target pass on the speculative path adds the speculative cycle's
+    fixed cost. Every pass on the speculative path (verify and drafter) pays a cost per token
+    whose logits it processes (B/dp * T per GPU), ``verify_token_cost`` scaled by its LM
+    head's vocabulary over :data:`REFERENCE_VOCAB` (softmax, top-k, rejection sampling and
+    the logits traffic grow with the vocabulary)."""
     tokens = np.asarray(B, dtype=float) / par.dp * T
-    return base + np.where(speculative, engine.spec_step_overhead + engine.verify_token_cost * tokens, 0.0)
+    per_token = engine.verify_token_cost * model.head_vocab / REFERENCE_VOCAB
+    layers = engine.layer_overhead * model.n_layers
+    if role == "draft":
+        return engine.draft_overhead(drafter_kind) + layers + per_token * tokens
+    base = engine.pass_overhead + layers
+    return base + np.where(speculative, engine.spec_step_overhead + per_token * tokens, 0.0)
 
 
 def step_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
               B: ArrayLike, T: ArrayLike, S: ArrayLike, *, achieved: bool = True,
-              speculative: ArrayLike | None = None, role: str = "target") -> StepCost:
+              speculative: ArrayLike | None = None, role: str = "target",
+              drafter_kind: str = "") -> StepCost:
     """Cost of one pass of ``model``: B sequences x T tokens each at context S (arrays
     broadcast). ``speculative`` (default T > 1) adds the per-verified-token engine cost;
     ``engine=None`` leaves engine overhead out (the pure roofline of seed 000)."""
     Ba = np.asarray(B, dtype=float)
     Ta = np.asarray(T, dtype=float)
     Sa = np.asarray(S, dtype=float)
-    works = layer_works(model, par, Ba, Ta, Sa)
-    comps = {name: price(w, gpu, achieved) for name, w in works.items()}
+    # achieved: kernel-true prices; peak: the pure roofline (seed 000)
+    works, comps = _layer_pieces(model, par, Ba, Ta, Sa, (default_kernels(gpu), gpu) if achieved else None)
+    if not achieved:
+        comps = {name: price(w, gpu, achieved) for name, w in works.items()}
     comm = comm_cost(model, gpu, par, Ba, Ta)
     if comm is not None:
         comps["comm"] = comm
     if engine is not None:
         spec = Ta > 1 if speculative is None else speculative
-        comps["overhead"] = fixed(overhead_seconds(model, engine, par, Ba, Ta, spec, role)
+        comps["overhead"] = fixed(overhead_seconds(model, engine, par, Ba, Ta, spec, role, drafter_kind)
                                   + 0.0 * (Ba * Ta * Sa))
     ordered = {k: comps[k] for k in ORDER if k in comps}
     return StepCost(ordered, works)
