@@ -21,6 +21,7 @@ from typing import Any
 from spectune import __version__
 from spectune.recommend import Recommendation
 from spectune.render import Document
+from spectune.uncertainty import BAND_COVERAGE
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;max-width:1100px;
@@ -35,6 +36,7 @@ td.off{background:#e9e9e9;color:#555}
 td.infeasible{background:repeating-linear-gradient(45deg,#fafafa,#fafafa 5px,#e4d7d7 5px,#e4d7d7 10px)}
 .legend{font-size:.88em;color:#444}.note{font-size:.9em;color:#444}
 details pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:.82em}
+pre.deploy{background:#f7f7f7;padding:.6em;white-space:pre-wrap;overflow-wrap:anywhere;font-size:.85em}
 svg{max-width:100%;height:auto}
 table.ledger{font-size:.82em}table.ledger td{white-space:nowrap}
 """
@@ -251,7 +253,8 @@ def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str,
     has_infeasible = any(not feasible(p) for p in doc["points"])
     legend = ("Each cell: γ*, the draft length that maximises decode throughput there, and the "
               "predicted throughput speedup over plain decode (×)"
-              + ("; in brackets the prediction's band" if has_band else "")
+              + (f"; in brackets the prediction's band, the range that held {BAND_COVERAGE:.0%} of "
+                 "published measurements (spectune docs validation)" if has_band else "")
               + ". Darker = larger speedup. <b>off</b>: speculation does not pay (γ = 0)"
               + ("; hatched —: the point cannot run (reason in the cell)" if has_infeasible else "")
               + ". Hover a cell for the component that costs most there.")
@@ -293,7 +296,8 @@ def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str,
         parts += ["<h2>6. What to deploy (vLLM)</h2>",
                   '<p class="note">The settings vLLM can take for this recommendation, as '
                   "<code>spectune emit PROFILE vllm</code> prints them (the notes explain them):</p>",
-                  f"<pre>vllm serve MODEL --speculative-config '{_e(snippet.strip())}'</pre>",
+                  '<pre class="deploy">vllm serve MODEL --speculative-config '
+                  f"'{_e(snippet.strip())}'</pre>",
                   "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in why) + "</ul>"]
     if all_notes:
         parts += ["<h2>Notes</h2><ul>"] + [f"<li>{_e(n)}</li>" for n in all_notes] + ["</ul>"]
