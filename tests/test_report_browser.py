@@ -64,12 +64,14 @@ def test_report_renders_in_chromium(example: str, tmp_path: Path) -> None:
             "gamma: e.dataset.gamma, speedup: e.dataset.speedup, cls: e.className, "
             "text: e.innerText, w: e.getBoundingClientRect().width}))")
         figures = page.eval_on_selector_all("svg", "els => els.map(e => e.getBoundingClientRect().width)")
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         shot = ARTIFACTS / ("report.png" if example.startswith("qwen3") else f"report-{example}.png")
         page.screenshot(path=str(shot), full_page=True)
         context.close()
 
     assert errors == [] and outside == []
+    assert overflow <= 0  # nothing wider than the window: no sideways scrolling
     assert len(cells) == len(doc["points"])
     by = {(c["batch"], c["context"]): c for c in cells}
     for p in doc["points"]:
