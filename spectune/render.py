@@ -98,7 +98,7 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3f} ms"
 
 
-def _feasible(p: dict[str, Any]) -> bool:
+def feasible(p: dict[str, Any]) -> bool:
     """False for a point that cannot run at all (it carries ``feasible: false`` and a
     ``reason`` instead of gamma and speedup)."""
     return p.get("feasible", True) is not False and p.get("speedup") is not None
@@ -130,7 +130,7 @@ def _footnotes(doc: Document) -> tuple[dict[tuple[int, int], str], list[str]]:
     marks: dict[tuple[int, int], str] = {}
     reasons: list[str] = []
     for p in doc["points"]:
-        if not _feasible(p):
+        if not feasible(p):
             why = str(p.get("reason") or "not feasible")
             if why not in reasons:
                 reasons.append(why)

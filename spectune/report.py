@@ -20,7 +20,7 @@ from typing import Any
 
 from spectune import __version__
 from spectune.recommend import Recommendation
-from spectune.render import Document
+from spectune.render import Document, feasible
 from spectune.uncertainty import BAND_COVERAGE
 
 CSS = """
@@ -57,10 +57,6 @@ def band_text(p: dict[str, Any]) -> str:
     if lo is None or hi is None:
         return ""
     return f"({lo:.2f}–{hi:.2f})"
-
-
-def feasible(p: dict[str, Any]) -> bool:
-    return p.get("feasible", True) is not False and p.get("speedup") is not None
 
 
 def _e(x: Any) -> str:
