@@ -10,7 +10,7 @@ if [ ! -x /usr/bin/chromium ]; then
     [ "$(id -u)" = 0 ] || sudo=sudo
     $sudo apt-get update -q && $sudo apt-get install -y -q chromium
 fi
-python -m pip install -q '.[report]' 'playwright>=1.40'
+python -m pip install -q '.[report,browser]'
 export SPECTUNE_ARTIFACTS="$root/.ci/work/artifacts"
 out=$(python -m pytest -m browser -v -rs tests/test_report_browser.py 2>&1) || { echo "$out"; exit 1; }
 echo "$out"
