@@ -42,10 +42,26 @@ def output_option(default: str = "table") -> Callable[[F], F]:
                         help="Output format. yaml/json are versioned documents for scripts.")
 
 
-def emit(doc: dict[str, Any], fmt: str) -> None:
+def emit(doc: dict[str, Any], fmt: str, *, variant: str = "") -> None:
     from spectune.render import render
 
-    click.echo(render(doc, fmt), nl=False)
+    click.echo(render(doc, fmt, variant=variant), nl=False)
+
+
+WIDE_CELL = 34  # characters a wide recommendation cell takes (gamma, speedup, TPOT, limiter)
+
+
+def _table_variant(detail: bool, fmt: str, columns: int) -> str:
+    """'detail' on request; 'wide' when stdout is a terminal wide enough for ``columns``
+    wide cells; else the default table."""
+    if detail:
+        return "detail"
+    if fmt == "table" and sys.stdout.isatty():
+        import shutil
+
+        if shutil.get_terminal_size().columns >= 20 + WIDE_CELL * columns:
+            return "wide"
+    return ""
 
 
 def fail(err: SpectuneError) -> NoReturn:
@@ -75,6 +91,58 @@ def internal_error(exc: BaseException) -> NoReturn:
                f"{type(exc).__name__}{': ' + text if text else ''}; please report it with the "
                "command that caused it (SPECTUNE_DEBUG=1 shows the traceback)", err=True)
     sys.exit(ExitCode.INTERNAL)
+
+
+_QUIET = {"on": False}
+
+
+def notes(texts: Any) -> None:
+    """Each note on stderr as ``spectune: note: ...``, unless --quiet."""
+    if _QUIET["on"]:
+        return
+    for text in texts:
+        click.echo(f"spectune: note: {text}", err=True)
+
+
+def _set_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        _QUIET["on"] = True
+
+
+def quiet_option(fn: F) -> F:
+    return click.option("-q", "--quiet", is_flag=True, expose_value=False, is_eager=True,
+                        callback=_set_quiet, help="Drop the notes on stderr (errors still show).")(fn)
+
+
+# --------------------------------------------------------------------------- completion
+def _complete_names(kinds: tuple[str, ...], incomplete: str) -> list[Any]:
+    """Built-in names of ``kinds`` (and 'examples') starting with ``incomplete``."""
+    from click.shell_completion import CompletionItem
+
+    from spectune.profiles import builtin_names, doc_names, example_names
+
+    out = []
+    for kind in kinds:
+        if kind in ("examples", "docs"):
+            names = example_names() if kind == "examples" else doc_names()
+        else:
+            names = builtin_names(kind)
+        out += [CompletionItem(n, help=kind.rstrip("s")) for n in names if n.startswith(incomplete)]
+    return out
+
+
+def complete_profile(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """A shipped example's name, or a YAML file."""
+    from click.shell_completion import CompletionItem
+
+    return [*_complete_names(("examples",), incomplete), CompletionItem(incomplete, type="file")]
+
+
+def _completer(*kinds: str) -> Callable[[click.Context, click.Parameter, str], list[Any]]:
+    def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+        return _complete_names(kinds, incomplete)
+
+    return complete
 
 
 class SpectuneGroup(click.Group):
@@ -122,9 +190,12 @@ class SpectuneGroup(click.Group):
             internal_error(exc)
 
 
-@click.group(cls=SpectuneGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=SpectuneGroup, invoke_without_command=True,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="spectune")
-def cli() -> None:
+@click.option("-q", "--quiet", is_flag=True, help="Drop the notes on stderr (errors still show).")
+@click.pass_context
+def cli(ctx: click.Context, quiet: bool) -> None:
     """Tune speculative decoding (draft length gamma) for LLM serving.
 
     spectune prices one verify step and the drafter with a roofline cost model (MoE expert
@@ -134,29 +205,68 @@ def cli() -> None:
     means: do not speculate there.
 
     \b
-    Start with a shipped example:
-      spectune recommend examples/llama-3.1-70b-h100-eagle3.yaml
+    Start with a shipped example (spectune profiles list examples):
+      spectune recommend llama-3.1-70b-h100-eagle3
+      spectune report llama-3.1-70b-h100-eagle3 > report.html
       spectune cost --gpu b200 --model deepseek-v4-flash --batch 32 --tokens 4 --context 8192
       spectune widthdepth qwen3.6-35b-a3b-b200-mtp --positions 22 --batch 11 --alpha 0.9
       spectune recommend qwen3.6-35b-a3b-b200-mtp --ragged --tpot-slo 25ms
       spectune profiles list
+    Shell completion: spectune completion --help
     """
+    _QUIET["on"] = quiet  # each subcommand's own --quiet may still turn it on
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+        ctx.exit(0)
 
 
 # --------------------------------------------------------------------------- recommend
+def _what_if_options(fn: F) -> F:
+    """--batch/--context/--gamma-max/--alpha/--observed: shared by recommend and report."""
+    opts = [
+        click.option("--batch", "batches", multiple=True, type=click.IntRange(1, MAX_BATCH),
+                     help="Batch size(s) to evaluate instead of the profile's (repeatable)."),
+        click.option("--context", "contexts", multiple=True, type=click.IntRange(1, MAX_CONTEXT),
+                     help="Context length(s) in tokens instead of the profile's (repeatable)."),
+        click.option("--gamma-max", type=click.IntRange(1, MAX_GAMMA),
+                     help="Largest draft length considered."),
+        click.option("--alpha", type=FiniteFloatRange(0, 1),
+                     help="Override acceptance with an i.i.d. per-token rate."),
+        click.option("--observed", type=click.Path(dir_okay=False),
+                     help="Acceptance and batch mix from a `spectune observe -o yaml` file (with "
+                          "--match: one group of an `observe --prometheus` file)."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def _deployment(profile: str, batches: tuple[int, ...], contexts: tuple[int, ...],
+                gamma_max: int | None, alpha: float | None, observed: str | None,
+                observation: Any = None, match: tuple[str, ...] = ()) -> tuple[Any, dict[int, float] | None]:
+    """The profile with an observation and what-if overrides applied, and the observed batch
+    mix (None without an observation). Notes go to stderr."""
+    from spectune.overrides import prepare
+    from spectune.profiles import load_deployment
+
+    dep = load_deployment(profile)
+    if observed:
+        from spectune.observe.prometheus import load_observed
+
+        observation = load_observed(observed, match)
+    prepared = prepare(dep, observation=observation, alpha=alpha, batch_sizes=batches,
+                       context_lengths=contexts, gamma_max=gamma_max)
+    notes(prepared.notes)
+    return prepared.deployment, prepared.batch_mix
+
+
 @cli.command()
-@click.argument("profile")
+@click.argument("profile", shell_complete=complete_profile)
 @output_option()
-@click.option("--batch", "batches", multiple=True, type=click.IntRange(1, MAX_BATCH),
-              help="Batch size(s) to evaluate instead of the profile's (repeatable).")
-@click.option("--context", "contexts", multiple=True, type=click.IntRange(1, MAX_CONTEXT),
-              help="Context length(s) in tokens instead of the profile's (repeatable).")
-@click.option("--gamma-max", type=click.IntRange(1, MAX_GAMMA), help="Largest draft length considered.")
-@click.option("--alpha", type=FiniteFloatRange(0, 1),
-              help="Override acceptance with an i.i.d. per-token rate.")
-@click.option("--observed", type=click.Path(dir_okay=False),
-              help="Acceptance and batch mix from a `spectune observe -o yaml` file (with "
-                   "--match: one group of an `observe --prometheus` file).")
+@_what_if_options
+@click.option("--detail", is_flag=True,
+              help="One row per operating point with time per output token, tokens/s and the "
+                   "limiting component (table and markdown output).")
 @click.option("--metrics-url", help="Observe this server's /metrics first (see `observe`).")
 @click.option("--window", type=DURATION, default=None,
               help="With --metrics-url: seconds to observe [default: 60]; with --prometheus: 20s, 5m, "
@@ -171,7 +281,7 @@ def cli() -> None:
 @click.option("--emit", "emit_kind", type=click.Choice(["vllm", "vllm-yaml", "sglang"]),
               help="Print only the serving-engine snippet for the recommendation.")
 @click.option("--ragged", is_flag=True,
-              help="Add the ragged-depth simulation (seed 003): best single gamma, confidence-gated "
+              help="Add the ragged-depth simulation: best single gamma, confidence-gated "
                    "gamma, per-sequence depths and the perfectly calibrated oracle per point.")
 @click.option("--rounds", "rounds_file", type=click.Path(dir_okay=False),
               help="With --ragged: recorded draft rounds (JSON Lines of {confidences, committed}) "
@@ -183,8 +293,9 @@ def cli() -> None:
 @click.option("--match", multiple=True, metavar="LABEL=VALUE",
               help="With --prometheus, or --observed FILE of `observe --prometheus`: only the groups "
                    "with these labels (repeatable).")
+@quiet_option
 def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
-              gamma_max: int | None, alpha: float | None, observed: str | None,
+              gamma_max: int | None, alpha: float | None, observed: str | None, detail: bool,
               metrics_url: str | None, window: float | None, interval: float, model_name: str | None,
               token_file: str | None,
               ca_bundle: str | None, emit_kind: str | None, ragged: bool,
@@ -192,10 +303,16 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
               by: tuple[str, ...], at: str | None, org_id: str | None, match: tuple[str, ...]) -> None:
     """Recommend gamma* per batch size and context length for PROFILE.
 
-    PROFILE is a deployment YAML file, '-' for stdin, or the name of a shipped example.
-    With --prometheus, every group of servers Prometheus scrapes (model_name and the --by
-    labels, narrowed by --match) gets its own gamma table at its observed acceptance and
-    batch mix, with a summary across groups.
+    PROFILE is a deployment YAML file, '-' for stdin, or the name of a shipped example
+    (spectune profiles list examples). With --prometheus, every group of servers Prometheus
+    scrapes (model_name and the --by labels, narrowed by --match) gets its own gamma table at
+    its observed acceptance and batch mix, with a summary across groups.
+
+    \b
+    Examples:
+      spectune recommend llama-3.1-70b-h100-eagle3
+      spectune recommend qwen3-30b-a3b-h100-eagle3 --detail
+      spectune recommend llama-3.1-70b-h100-eagle3 --alpha 0.6 --batch 1 --batch 64
     """
     if prometheus:
         from spectune.fleet_command import recommend_prometheus
@@ -209,38 +326,70 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
             insecure=False, org_id=org_id))
         return
     from spectune.documents import recommendation_doc
-    from spectune.overrides import prepare
-    from spectune.profiles import load_deployment
     from spectune.recommend import recommend as run
 
     if observed and metrics_url:
         raise InputError("give --observed FILE or --metrics-url URL, not both")
-    dep = load_deployment(profile)
     observation = None
-    if observed:
-        from spectune.observe.prometheus import load_observed
-
-        observation = load_observed(observed, match)
-    elif metrics_url:
+    if metrics_url:
         from spectune.observe.api import observe_url
 
         observation = observe_url(metrics_url, window=window or DEFAULT_WINDOW_SECONDS, interval=interval,
                                   model_name=model_name, token_file=token_file, ca_bundle=ca_bundle)
-    prepared = prepare(dep, observation=observation, alpha=alpha, batch_sizes=batches,
-                       context_lengths=contexts, gamma_max=gamma_max)
-    dep, mix = prepared.deployment, prepared.batch_mix
-    for note in prepared.notes:
-        click.echo(f"spectune: note: {note}", err=True)
+    dep, mix = _deployment(profile, batches, contexts, gamma_max, alpha, observed, observation, match)
     rec = run(dep)
-    for note in rec.notes:
-        click.echo(f"spectune: note: {note}", err=True)
+    notes(rec.notes)
     if emit_kind:
-        from spectune.emit import emit_snippet
+        from spectune.emit import build_snippet
 
-        click.echo(emit_snippet(rec, emit_kind, mix), nl=False)
+        snip = build_snippet(rec, emit_kind, mix)
+        notes(snip.notes)
+        click.echo(snip.text, nl=False)
         return
-    emit(recommendation_doc(rec, *_seed003_extras(dep, ragged or bool(rounds_file), rounds_file,
-                                                  tpot_slo)), fmt)
+    doc = recommendation_doc(rec, *_seed003_extras(dep, ragged or bool(rounds_file), rounds_file,
+                                                   tpot_slo))
+    emit(doc, fmt, variant=_table_variant(detail, fmt, len(doc["context_lengths"])))
+
+
+# --------------------------------------------------------------------------- report
+@cli.command("report")
+@click.argument("profile", shell_complete=complete_profile)
+@click.option("-o", "--output", "fmt", default="html", show_default=True, type=click.Choice(["html"]),
+              help="Output format: one self-contained HTML page (no network needed to view it).")
+@_what_if_options
+@quiet_option
+def report_command(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
+                   gamma_max: int | None, alpha: float | None, observed: str | None) -> None:
+    """An HTML report for PROFILE: why gamma* changes with batch size and context.
+
+    A gamma* heatmap over batch x context coloured by speedup, Sp(gamma) curves, the verify
+    step's per-component cost and marginal cost at a few batch sizes, acceptance per draft
+    position, and every input with its source. The figures need matplotlib:
+    pip install 'spectune[report]'.
+
+    \b
+    Example:
+      spectune report llama-3.1-70b-h100-eagle3 > report.html
+    """
+    from spectune.documents import recommendation_doc
+    from spectune.profiles import builtin_sources
+    from spectune.recommend import recommend as run
+    from spectune.render import _clean
+    from spectune.report import report_html
+
+    dep, mix = _deployment(profile, batches, contexts, gamma_max, alpha, observed)
+    rec = run(dep)
+    notes(rec.notes)
+    doc = _clean(recommendation_doc(rec))
+    deploy = None
+    try:
+        from spectune.emit import build_snippet
+
+        snip = build_snippet(rec, "vllm", mix)
+        deploy = (snip.text, snip.notes)
+    except SpectuneError:  # vLLM cannot run this drafter as described: no section, no failure
+        pass
+    click.echo(report_html(rec, doc, builtin_sources(dep), deploy=deploy), nl=False)
 
 
 def _seed003_extras(dep: Any, ragged: bool, rounds_file: str | None,
@@ -257,7 +406,7 @@ def _seed003_extras(dep: Any, ragged: bool, rounds_file: str | None,
         else:
             rounds = rounds_for(dep)
         grid = simulate(dep, rounds)
-        click.echo(f"spectune: note: {HEADROOM_NOTE}", err=True)
+        notes([HEADROOM_NOTE])
     slo = dep.tpot_slo
     if tpot_slo is not None:
         from spectune.slo import parse_duration
@@ -287,13 +436,17 @@ def warn_if_too_big(mem: Any, batch: int, context: int) -> None:
 
 
 _common = [
-    click.option("--profile", help="Take GPU, model, parallelism and engine from a deployment profile."),
-    click.option("--gpu", help="Built-in GPU name (spectune profiles list gpus)."),
-    click.option("--model", help="Built-in model name or path to a Hugging Face config.json."),
+    click.option("--profile", shell_complete=complete_profile,
+                 help="Take GPU, model, parallelism and engine from a deployment profile."),
+    click.option("--gpu", shell_complete=_completer("gpus"),
+                 help="Built-in GPU name (spectune profiles list gpus)."),
+    click.option("--model", shell_complete=_completer("models"),
+                 help="Built-in model name or path to a Hugging Face config.json."),
     click.option("--tp", type=click.IntRange(1, MAX_GPUS), help="Tensor-parallel size."),
     click.option("--ep", type=click.IntRange(1, MAX_GPUS), help="Expert-parallel size (1 or tp*dp)."),
     click.option("--dp", type=click.IntRange(1, MAX_GPUS), help="Data-parallel (attention) size."),
-    click.option("--engine", help="Serving engine profile (vllm, sglang) or 'none' for the pure roofline."),
+    click.option("--engine", shell_complete=_completer("engines"),
+                 help="Serving engine profile (vllm, sglang) or 'none' for the pure roofline."),
 ]
 
 
@@ -314,7 +467,7 @@ def common_options(fn: F) -> F:
 @click.option("--peak", is_flag=True, help="Use peak rates instead of achievable fractions.")
 @click.option("--coactivation", type=click.FloatRange(0, 1),
               help="MoE routing: share F of a token's experts the previous position of its sequence "
-                   "also used (seed 003); overrides the profile's routing. 0 with no skew = uniform.")
+                   "also used; overrides the profile's routing. 0 with no skew = uniform.")
 @output_option()
 def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None,
          ep: int | None, dp: int | None, engine: str | None, batches: tuple[int, ...],
@@ -325,6 +478,11 @@ def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None
     marginal cost r of one more verified token for each component: why gamma* moves.
     With several --batch values, a sweep: each component's share of the step and its r
     per batch size.
+
+    \b
+    Examples:
+      spectune cost --gpu b200 --model deepseek-v4-flash --batch 4 --tokens 4 --context 8192
+      spectune cost --profile qwen3-30b-a3b-h100-eagle3 --batch 1 --batch 256 --tokens 3 --context 8192
     """
     from spectune.documents import sweep_doc
     from spectune.pricing import price_pass, resolve_target
@@ -349,12 +507,12 @@ def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None
 @click.option("--alpha", type=click.FloatRange(0, 1),
               help="i.i.d. acceptance per draft token (default: the profile's acceptance).")
 @click.option("--context", type=click.IntRange(0, MAX_CONTEXT), default=0, show_default=True,
-              help="Tokens in each KV cache; 0 = seed 003's assumption that KV movement does not "
-                   "come into play.")
+              help="Tokens in each KV cache; 0 = leave KV movement out (the width-vs-depth "
+                   "question as usually posed).")
 @click.option("--coactivation", type=click.FloatRange(0, 1),
-              help="Override the profile's routing co-activation F (seed 003).")
+              help="Override the profile's routing co-activation F.")
 @click.option("--with-drafter", is_flag=True,
-              help="Price the profile's drafter (seed 003 assumes drafting is free).")
+              help="Price the profile's drafter (by default drafting is taken as free).")
 @click.option("--with-engine", is_flag=True,
               help="Add the profile's engine overheads (default: the pure roofline).")
 @output_option()
@@ -398,7 +556,8 @@ def widthdepth(profile: str, positions: int, batch: int | None, alpha: float | N
 @click.option("--gamma", type=click.IntRange(0, MAX_GAMMA), required=True, help="Draft length.")
 @click.option("--draft-cost", type=FiniteFloatRange(*COST_RATIO),
               help="Draft cost ratio c (draft token / target step).")
-@click.option("--drafter", help="Built-in drafter (with --gpu/--model), e.g. ngram.")
+@click.option("--drafter", shell_complete=_completer("drafters"),
+              help="Built-in drafter (with --gpu/--model), e.g. ngram.")
 @click.option("--batch", type=click.IntRange(1, MAX_BATCH), help="Batch size, for the roofline speedup.")
 @click.option("--context", type=click.IntRange(0, MAX_CONTEXT),
               help="Context length, for the roofline speedup.")
@@ -409,9 +568,16 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | N
             context: int | None, fmt: str) -> None:
     """Predicted speedup of one gamma.
 
-    With only --alpha/--gamma/--draft-cost: seed 004's closed form
+    With only --alpha/--gamma/--draft-cost: the closed form of Leviathan et al. (2023, "Fast
+    Inference from Transformers via Speculative Decoding") with a free verify,
     (1 - a^(g+1)) / ((1 - a)(1 + g c)). With --gpu/--model or --profile and
     --batch/--context: the roofline speedup m(g) C0 / (C_verify(g+1) + C_draft(g)).
+
+    \b
+    Examples:
+      spectune speedup --alpha 0.7 --gamma 4 --draft-cost 0.1
+      spectune speedup --gpu h100-sxm --model llama-3.1-8b --drafter ngram --alpha 0.6 --gamma 3 \\
+        --batch 16 --context 4096
     """
     from spectune.documents import closed_form_doc, point_speedup_doc
     from spectune.pricing import resolve_target, speedup_deployment
@@ -445,23 +611,34 @@ def profiles() -> None:
                 type=click.Choice(["gpus", "models", "drafters", "engines", "examples"]))
 @output_option()
 def profiles_list(kind: str | None, fmt: str) -> None:
-    """List built-in profiles (all kinds, or one KIND)."""
+    """List built-in profiles (all kinds, or one KIND).
+
+    \b
+    Example:
+      spectune profiles list examples
+    """
     from spectune.api import list_profiles
 
     emit(list_profiles(kind), fmt)
 
 
 @profiles.command("show")
-@click.argument("name")
-@click.option("--kind", type=click.Choice(["gpus", "models", "drafters", "engines"]),
+@click.argument("name", shell_complete=_completer("gpus", "models", "drafters", "engines", "examples"))
+@click.option("--kind", type=click.Choice(["gpus", "models", "drafters", "engines", "examples"]),
               help="Which kind NAME is (needed only when names collide).")
 def profiles_show(name: str, kind: str | None) -> None:
-    """Print a built-in profile as shipped, with its source comments."""
-    from spectune.profiles import KINDS, builtin_path
+    """Print a built-in profile or shipped example as shipped, with its source comments.
 
-    for k in [kind] if kind else list(KINDS):
+    \b
+    Examples:
+      spectune profiles show b200
+      spectune profiles show llama-3.1-70b-h100-eagle3
+    """
+    from spectune.profiles import KINDS, builtin_path, example_path
+
+    for k in [kind] if kind else [*KINDS, "examples"]:
         try:
-            path = builtin_path(k, name)
+            path = example_path(name) if k == "examples" else builtin_path(k, name)
         except InputError:
             continue
         click.echo(path.read_text(encoding="utf-8"), nl=False)
@@ -488,7 +665,7 @@ def _batch_mix(values: tuple[str, ...]) -> dict[int, float] | None:
 
 
 @cli.command("emit")
-@click.argument("profile")
+@click.argument("profile", shell_complete=complete_profile)
 @click.argument("kind", type=click.Choice(["vllm", "vllm-yaml", "vllm-python", "sglang",
                                            "sglang-adaptive-config"]))
 @click.option("--batch-mix", "batch_mix", multiple=True, metavar="BATCH:WEIGHT",
@@ -500,6 +677,7 @@ def _batch_mix(values: tuple[str, ...]) -> dict[int, float] | None:
                    "-o yaml` file, as `recommend --observed` takes them.")
 @click.option("--adaptive-config-path", default="spectune-sglang-adaptive.json", show_default=True,
               help="With sglang: the file name --speculative-adaptive-config points at.")
+@quiet_option
 def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: str | None,
                  adaptive_config_path: str) -> None:
     """Print the serving-engine settings for PROFILE's recommendation, and nothing else.
@@ -517,8 +695,14 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
 
     \b
       vllm serve MODEL --speculative-config "$(spectune emit PROFILE vllm)"
+
+    \b
+    Examples:
+      spectune emit llama-3.1-70b-h100-eagle3 vllm
+      spectune emit llama-3.1-70b-h100-eagle3 vllm-yaml
+      spectune emit deepseek-v4-flash-8xb200-ep vllm --batch-mix 64:0.7 --batch-mix 512:0.3
     """
-    from spectune.emit import emit_snippet
+    from spectune.emit import build_snippet
     from spectune.overrides import prepare
     from spectune.profiles import load_deployment
     from spectune.recommend import recommend as run
@@ -530,15 +714,15 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
 
         observation = load_observation(observed)
     prepared = prepare(dep, observation=observation, batch_mix=_batch_mix(batch_mix))
-    dep, mix, notes = prepared.deployment, prepared.batch_mix, list(prepared.notes)
+    dep, mix, found = prepared.deployment, prepared.batch_mix, list(prepared.notes)
     if observation is not None and prepared.observed_mix is None:
         from spectune.observe.apply import missing_mix_note
 
-        notes.append(missing_mix_note(observation, observed or ""))
+        found.append(missing_mix_note(observation, observed or ""))
     rec = run(dep)
-    for note in [*notes, *rec.notes]:
-        click.echo(f"spectune: note: {note}", err=True)
-    click.echo(emit_snippet(rec, kind, mix, adaptive_path=adaptive_config_path), nl=False)
+    snip = build_snippet(rec, kind, mix, adaptive_path=adaptive_config_path)
+    notes([*found, *rec.notes, *snip.notes])
+    click.echo(snip.text, nl=False)
 
 
 # --------------------------------------------------------------------------- check
@@ -613,7 +797,7 @@ def schema_command(kind: str | None) -> None:
     """Print the JSON Schema (draft 2020-12) of a document KIND; without KIND, list kinds.
 
     Every -o yaml|json output is a versioned envelope (apiVersion: spectune/v1, kind: ...)
-    documented in docs/schema.md.
+    documented field by field in `spectune docs schema`.
     """
     import json
 
@@ -626,6 +810,45 @@ def schema_command(kind: str | None) -> None:
             click.echo(f"{k:<{width}}  {where}")
         return
     click.echo(json.dumps(schema_for(kind), indent=2))
+
+
+# --------------------------------------------------------------------------- docs, completion
+@cli.command("docs")
+@click.argument("name", required=False, shell_complete=_completer("docs"))
+def docs_command(name: str | None) -> None:
+    """Print a document shipped with spectune (markdown); without NAME, list them.
+
+    \b
+    Example:
+      spectune docs schema      # every field of every -o yaml|json document, with units
+    """
+    from spectune.profiles import doc_names, doc_path
+
+    if name is None:
+        for n in doc_names():
+            click.echo(n)
+        return
+    click.echo(doc_path(name).read_text(encoding="utf-8"), nl=False)
+
+
+@cli.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion_command(shell: str) -> None:
+    """Print the shell completion script for SHELL.
+
+    Completes subcommands, options, and built-in GPU, model, drafter, engine and example
+    names.
+
+    \b
+    bash:  eval "$(spectune completion bash)"     (add it to ~/.bashrc)
+    zsh:   eval "$(spectune completion zsh)"      (add it to ~/.zshrc)
+    fish:  spectune completion fish > ~/.config/fish/completions/spectune.fish
+    """
+    from click.shell_completion import get_completion_class
+
+    cls = get_completion_class(shell)
+    assert cls is not None  # click ships bash, zsh and fish
+    click.echo(cls(cli, {}, "spectune", "_SPECTUNE_COMPLETE").source())
 
 
 # --------------------------------------------------------------------------- observe

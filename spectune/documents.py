@@ -208,7 +208,7 @@ def sweep_doc(steps: list[Document]) -> Document:
 def closed_form_doc(alpha: float, gamma: int, draft_cost: float) -> Document:
     """Kind ``Speedup`` for seed 004's closed form."""
     return envelope("Speedup", {
-        "formula": "(1 - a^(g+1)) / ((1 - a)(1 + g c))  [seed 004]",
+        "formula": "(1 - a^(g+1)) / ((1 - a)(1 + g c))  [Leviathan et al. 2023, free verify]",
         "alpha": alpha, "gamma": gamma, "draft_cost": draft_cost,
         "expected_tokens": sig(float(closed_form(alpha, gamma, 0.0))),
         "speedup": sig(float(closed_form(alpha, gamma, draft_cost))),
@@ -220,7 +220,7 @@ def point_speedup_doc(dep: Deployment, batch: int, context: int, gamma: int,
     """Kind ``Speedup`` for the roofline speedup at one operating point."""
     band = _band(point.speedup, gamma > 0)
     return envelope("Speedup", {
-        "formula": "m(g) C0 / (C_verify(B, g+1, S) + C_draft(B, g, S))  [seed 000]",
+        "formula": "m(g) C0 / (C_verify(B, g+1, S) + C_draft(B, g, S))  [roofline]",
         "gpu": dep.gpu.name, "model": dep.model.name, "drafter": dep.drafter.name,
         "batch": batch, "context": context, "gamma": gamma, "acceptance": dep.acceptance.source,
         "expected_tokens": sig(point.expected_tokens),

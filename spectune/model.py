@@ -128,11 +128,11 @@ class Routing:
     def describe(self) -> str:
         """One line for outputs: which routing model priced the experts."""
         if self.uniform:
-            what = "uniform (coupon collector, seed 000)"
+            what = "uniform (coupon collector)"
         else:
             skew = (f"measured loads ({len(self.loads)} layer row(s))" if self.loads
                     else f"exponential rank decay {self.decay:g}" if self.decay else "no skew")
-            what = f"co-activation F = {self.coactivation:g}, {skew} (seed 003)"
+            what = f"co-activation F = {self.coactivation:g}, {skew}"
         return f"{what}; {self.source}" if self.source else what
 
 

@@ -623,8 +623,10 @@ def load_deployment(ref: str) -> Deployment:
     if ref == "-":
         return deployment_from_doc(parse_yaml(read_input("-"), "<stdin>"))
     p = Path(ref)
-    if not p.exists() and not ref.endswith((".yaml", ".yml")):
-        ex = examples_dir() / f"{ref}.yaml"
+    if not p.exists() and (not ref.endswith((".yaml", ".yml")) or p.parent.name == "examples"):
+        # A shipped example by name, or by its path in the repository (`examples/x.yaml`,
+        # as the documentation writes it) when run outside a clone.
+        ex = examples_dir() / (p.name if p.suffix in (".yaml", ".yml") else f"{ref}.yaml")
         if ex.is_file():
             p = ex
     return deployment_from_doc(read_doc(p))
@@ -642,3 +644,55 @@ def examples_dir() -> Path:
 def describe_builtin(kind: str, name: str) -> tuple[Path, Mapping[str, Any]]:
     f = builtin_path(kind, name)
     return f, read_doc(f).data
+
+
+def example_names() -> list[str]:
+    return sorted(f.stem for f in examples_dir().glob("*.yaml"))
+
+
+def example_path(name: str) -> Path:
+    """A shipped example deployment by name (``llama-3.1-70b-h100-eagle3``)."""
+    base = Path(name).name
+    f = examples_dir() / (base if base.endswith((".yaml", ".yml")) else f"{base}.yaml")
+    if not f.is_file():
+        close = difflib.get_close_matches(name, example_names(), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise InputError(f"no shipped example named {name!r}{hint} (see: spectune profiles list examples)")
+    return f
+
+
+def docs_dir() -> Path:
+    """Documents spectune refers to (schema, check, validation): in the package or the repo."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_docs", here.parent / "docs"):
+        if candidate.is_dir():
+            return candidate
+    raise InputError("the documents are missing from this installation (reinstall spectune)")
+
+
+def doc_names() -> list[str]:
+    return sorted(f.stem for f in docs_dir().glob("*.md"))
+
+
+def doc_path(name: str) -> Path:
+    base = Path(name).name
+    f = docs_dir() / (base if base.endswith(".md") else f"{base}.md")
+    if not f.is_file():
+        raise InputError(f"no document named {name!r}; shipped: {', '.join(doc_names())}")
+    return f
+
+
+def builtin_sources(dep: Deployment) -> list[tuple[str, str]]:
+    """(title, shipped YAML with its source comments) of each built-in profile ``dep`` uses;
+    inline (custom) parts have none."""
+    wanted = (("gpus", dep.gpu.key), ("models", dep.model.name), ("drafters", dep.drafter.name),
+              ("engines", dep.engine.name))
+    out = []
+    for kind, name in wanted:
+        try:
+            f = builtin_path(kind, name)
+        except InputError:
+            continue
+        out.append((f"{kind[:-1]} profile {f.stem} (spectune profiles show {f.stem})",
+                    f.read_text(encoding="utf-8")))
+    return out

@@ -26,7 +26,7 @@ __all__ = ["API_VERSION", "FORMATS", "TABLES", "Document", "envelope", "grid", "
 FORMATS = ("table", "yaml", "json", "markdown")
 
 TableFn = Callable[[Document, str], str]
-_TABLES: dict[str, TableFn] = {}
+_TABLES: dict[tuple[str, str], TableFn] = {}  # (kind, variant) -> renderer
 
 # Tables that live outside this module: kind -> "module:function", imported when first drawn.
 TABLES: dict[str, str] = {
@@ -37,20 +37,23 @@ TABLES: dict[str, str] = {
 }
 
 
-def table_for(kind: str) -> Callable[[TableFn], TableFn]:
-    """Register the human table/markdown renderer of one document kind (in this module)."""
+def table_for(kind: str, variant: str = "") -> Callable[[TableFn], TableFn]:
+    """Register the human table/markdown renderer of one document kind; a ``variant``
+    (``detail``, ``wide``) is a longer form printed on request or on a wide terminal."""
 
     def register(fn: TableFn) -> TableFn:
-        _TABLES[kind] = fn
+        _TABLES[(kind, variant)] = fn
         return fn
 
     return register
 
 
-def table_function(kind: str) -> TableFn | None:
-    """The table/markdown renderer of ``kind``; None when it has none (YAML is shown)."""
-    if kind in _TABLES:
-        return _TABLES[kind]
+def table_function(kind: str, variant: str = "") -> TableFn | None:
+    """The table/markdown renderer of ``kind`` (its ``variant`` where it has one); None when
+    it has none (YAML is shown)."""
+    fn_here = _TABLES.get((kind, variant)) or _TABLES.get((kind, ""))
+    if fn_here is not None:
+        return fn_here
     where = TABLES.get(kind)
     if where is None:
         return None
@@ -82,14 +85,15 @@ def to_yaml(doc: Document) -> str:
     return yaml.safe_dump(_clean(doc), sort_keys=False, allow_unicode=True, width=100)
 
 
-def render(doc: Document, fmt: str) -> str:
-    """Text of ``doc`` in ``fmt`` (one of :data:`FORMATS`)."""
+def render(doc: Document, fmt: str, *, variant: str = "") -> str:
+    """Text of ``doc`` in ``fmt`` (one of :data:`FORMATS`); ``variant`` picks another human
+    table where the kind has one (else the default table)."""
     if fmt == "json":
         return to_json(doc)
     if fmt == "yaml":
         return to_yaml(doc)
     if fmt in ("table", "markdown"):
-        fn = table_function(str(doc.get("kind")))
+        fn = table_function(str(doc.get("kind")), variant)
         if fn is None:
             return to_yaml(doc)
         return fn(doc, fmt)
@@ -116,52 +120,131 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3f} ms"
 
 
-def _band(p: Document) -> str:
-    """Compact error band of a point, e.g. ``(2.2-2.9)``; empty when the document has none."""
-    if "speedup_low" not in p:
-        return ""
-    return f"({p['speedup_low']:.1f}-{p['speedup_high']:.1f})"
+def feasible(p: dict[str, Any]) -> bool:
+    """False for a point that cannot run at all (it carries ``feasible: false`` and a
+    ``reason`` instead of gamma and speedup)."""
+    return p.get("feasible", True) is not False and p.get("speedup") is not None
 
 
-@table_for("Recommendation")
-def _recommendation_table(doc: Document, fmt: str) -> str:
+def _speedup(p: dict[str, Any]) -> str:
+    """``2.56×`` or, when the point carries its prediction band, ``2.56× (2.30–2.80)``."""
+    text = f"{p['speedup']:.2f}×"
+    if p.get("speedup_low") is not None and p.get("speedup_high") is not None:
+        text += f" ({p['speedup_low']:.2f}–{p['speedup_high']:.2f})"
+    return text
+
+
+def _recommendation_head(doc: Document, fmt: str) -> str:
     dep = doc["deployment"]
     acc = doc["acceptance"]
-    points = {(p["batch"], p["context"]): p for p in doc["points"]}
-    rows = []
-    for b in doc["batch_sizes"]:
-        row: list[Any] = [b]
-        for s in doc["context_lengths"]:
-            p = points[(b, s)]
-            if not p.get("feasible", True):
-                row.append("-")
-            else:
-                row.append(f"{p['gamma']}  {p['speedup']:.2f}x {_band(p)}" if p["speculate"] else "0  off")
-        rows.append(row)
-    headers = ["batch \\ context"] + [f"{s:,}" for s in doc["context_lengths"]]
     par = dep["parallelism"]
     title = (f"{dep['model']['name']} on {dep['gpu']['name']} (tp={par['tp']} ep={par['ep']} "
              f"dp={par['dp']}), drafter {dep['drafter']['name']} [{dep['drafter']['kind']}], "
              f"{dep['engine']['name']}")
     rates = ", ".join(f"{r:.2f}" for r in acc["conditional"])
-    lines = [title, f"acceptance: {acc['source']} (a = {rates})", ""]
     if fmt == "markdown":
-        lines = [f"**{title}**", "", f"acceptance: {acc['source']} (a = {rates})", "", ""]
-    legend = ("cell: gamma* and predicted throughput speedup over plain decode, with the range "
-              f"that held {BAND_COVERAGE:.0%} of published measurements (docs/validation.md); "
-              "'0  off' = speculation does not pay there")
-    out = [p for p in doc["points"] if not p.get("feasible", True)]
-    if out:
-        cap = out[0]["reason"].rsplit(", ", 1)[-1]
-        legend += (f"\n'-' = does not fit in GPU memory ({cap}): weights + KV cache of every "
-                   f"sequence + engine reserve exceed it, e.g. batch {out[0]['batch']} at "
-                   f"context {out[0]['context']:,} {out[0]['reason'].split(' (')[0]}")
-    text = "\n".join(lines) + grid(rows, headers, fmt) + "\n" + legend + "\n"
+        return f"**{title}**\n\nacceptance: {acc['source']} (a = {rates})\n\n\n"
+    return f"{title}\nacceptance: {acc['source']} (a = {rates})\n\n"
+
+
+def _footnotes(doc: Document) -> tuple[dict[tuple[int, int], str], list[str]]:
+    """A footnote mark per infeasible point and the footnotes: one for every point that does
+    not fit in GPU memory (with the first one's numbers), one per other distinct reason."""
+    marks: dict[tuple[int, int], str] = {}
+    keys: list[str] = []
+    texts: list[str] = []
+    for p in doc["points"]:
+        if feasible(p):
+            continue
+        why = str(p.get("reason") or "not feasible")
+        memory = why.startswith("needs ") and "available" in why
+        key = "memory" if memory else why
+        if key not in keys:
+            keys.append(key)
+            texts.append(f"does not fit in GPU memory: weights + KV cache of every sequence + the "
+                         f"engine's reserve exceed it (batch {p['batch']} at context "
+                         f"{p['context']:,} {why})" if memory else why)
+        marks[(p["batch"], p["context"])] = f"[{keys.index(key) + 1}]"
+    return marks, [f"[{k + 1}] {t}" for k, t in enumerate(texts)]
+
+
+@table_for("Recommendation")
+def _recommendation_table(doc: Document, fmt: str) -> str:
+    return _recommendation_grid(doc, fmt, wide=False)
+
+
+@table_for("Recommendation", "wide")
+def _recommendation_wide(doc: Document, fmt: str) -> str:
+    """On a wide terminal: each cell also gives the time per output token and the limiter."""
+    return _recommendation_grid(doc, fmt, wide=True)
+
+
+def _tpot(p: dict[str, Any], expected_tokens: list[float]) -> float:
+    """Time per output token of one sequence with gamma*, seconds: step / tokens per verify."""
+    return float(p["step_seconds"]) / expected_tokens[p["gamma"]]
+
+
+def _recommendation_grid(doc: Document, fmt: str, wide: bool) -> str:
+    points = {(p["batch"], p["context"]): p for p in doc["points"]}
+    m = doc["acceptance"]["expected_tokens"]
+    marks, footnotes = _footnotes(doc)
+    rows = []
+    for b in doc["batch_sizes"]:
+        row: list[Any] = [b]
+        for s in doc["context_lengths"]:
+            p = points[(b, s)]
+            if (b, s) in marks:
+                row.append(f"—  {marks[(b, s)]}")
+            else:
+                cell = f"{p['gamma']}  {_speedup(p)}" if p["speculate"] else "0  off"
+                if wide:
+                    cell += f"  {_tpot(p, m) * 1e3:.2f} ms  {p.get('limiter', '')}"
+                row.append(cell)
+        rows.append(row)
+    headers = ["batch \\ context"] + [f"{s:,}" for s in doc["context_lengths"]]
+    band = any(p.get("speedup_low") is not None for p in doc["points"])
+    legend = ("cell: γ* (best draft length) and predicted decode throughput speedup over plain "
+              "decode (× = times faster" + (
+                  f"; (low–high) = the range that held {BAND_COVERAGE:.0%} of published "
+                  "measurements (spectune docs validation)" if band else "")
+              + "); '0  off' = speculation does not pay there; "
+              + ("then time per output token of one sequence and the costliest part of the step; "
+                 if wide else "")
+              + "rows: concurrent sequences, columns: context length in tokens; more per point: "
+              "--detail")
+    tail = [legend, *footnotes]
+    text = _recommendation_head(doc, fmt) + grid(rows, headers, fmt) + "\n" + "\n".join(tail) + "\n"
     if "ragged" in doc:
         text += "\n" + _ragged_table(doc, fmt)
     if "slo" in doc:
         text += "\n" + _slo_table(doc["slo"], fmt)
     return text
+
+
+@table_for("Recommendation", "detail")
+def _recommendation_detail(doc: Document, fmt: str) -> str:
+    """One row per operating point: gamma*, speedup, time per output token and tokens/s with
+    and without speculation, and the limiting component."""
+    m = doc["acceptance"]["expected_tokens"]
+    marks, footnotes = _footnotes(doc)
+    rows = []
+    for p in doc["points"]:
+        b, s = p["batch"], p["context"]
+        if (b, s) in marks:
+            rows.append([b, f"{s:,}", "—", marks[(b, s)], "", "", "", "", ""])
+            continue
+        plain_tpot = p["plain_step_seconds"]
+        tpot = _tpot(p, m)
+        rows.append([b, f"{s:,}", p["gamma"] if p["speculate"] else "0 (off)", _speedup(p),
+                     f"{tpot * 1e3:.2f}", f"{plain_tpot * 1e3:.2f}", f"{b / tpot:,.0f}",
+                     f"{b / plain_tpot:,.0f}", p.get("limiter", "")])
+    headers = ["batch", "context", "γ*", "speedup", "TPOT ms", "plain TPOT ms", "tok/s",
+               "plain tok/s", "limited by"]
+    legend = ("TPOT: time per output token of one sequence (step time / tokens per verify), ms; "
+              "tok/s: decode tokens per second of the whole instance at that batch size; plain: "
+              "without speculation; limited by: the costliest part of the speculative step")
+    return (_recommendation_head(doc, fmt) + grid(rows, headers, fmt) + "\n"
+            + "\n".join([legend, *footnotes]) + "\n")
 
 
 def _ragged_table(doc: Document, fmt: str) -> str:
@@ -176,7 +259,7 @@ def _ragged_table(doc: Document, fmt: str) -> str:
                      f"{r['ragged_free']:.2f}x", f"{r['oracle']:.2f}x",
                      f"{(r['ragged'] / r['homogeneous'] - 1) * 100:+.1f}%"])
     gap = "\n" if fmt == "markdown" else ""
-    head = f"ragged depths (seed 003), rounds: {doc['ragged']['rounds']}\n{gap}"
+    head = f"ragged depths, rounds: {doc['ragged']['rounds']}\n{gap}"
     legend = ("speedup over plain decode; gated: one γ per step from the drafter's confidences; "
               "ragged: that γ trimmed per sequence; free: any per-sequence depths; oracle: perfect "
               "calibration\n")
@@ -216,7 +299,7 @@ def _widthdepth_table(doc: Document, fmt: str) -> str:
     head = (f"{doc['model']} on {doc['gpu']}: {doc['positions']} positions per step at context "
             f"{doc['context']:,}; acceptance {doc['acceptance']}; routing {doc['routing']}\n\n")
     tail = (f"\nwinner: {doc['winner']} (depth / width throughput = {doc['depth_over_width']:.3f})"
-            + ("" if doc["drafter"] else "; drafting free, as seed 003 assumes") + "\n")
+            + ("" if doc["drafter"] else "; drafting taken as free") + "\n")
     return head + grid(rows, ["spend", "seqs x positions", "experts/layer", "expert bytes",
                               "attention bytes", "other bytes", "step", "tokens/step", "tokens/s"],
                        fmt) + tail
@@ -234,7 +317,7 @@ def _cost_table(doc: Document, fmt: str) -> str:
             f"({'achieved' if doc['achieved'] else 'peak'} rates)\n"
             f"MoE routing: {doc['routing']}\n\n")
     legend = ("\nr = d log C / d log tokens: 0 = an extra verified token is free, "
-              "1 = it pays full price (seed 000)\n")
+              "1 = it pays full price\n")
     mem = doc.get("memory")
     if mem:
         legend += (f"memory per GPU: weights {mem['weights_gb']:.1f} + KV cache "

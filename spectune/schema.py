@@ -102,7 +102,7 @@ RECOMMENDATION = _doc("Recommendation", "spectune recommend",
                        description="recommend --ragged: speedup over plain decode of the best "
                                    "single gamma, a batch-wide gamma from live confidences, "
                                    "that gamma trimmed per sequence, free per-sequence depths, "
-                                   "and perfect calibration (seed 003)"),
+                                   "and perfect calibration"),
     }, required=["batch", "context", "feasible", "gamma", "speedup", "speculate", "limiter",
                  "step_seconds", "plain_step_seconds", "speedups"]),
         _obj({"batch": POS_INT, "context": NONNEG_INT, "feasible": {"const": False},
@@ -287,7 +287,7 @@ _SPEND = _obj({
     "draft_seconds": NUM, "tokens_per_step": NUM, "tokens_per_second": NUM,
 })
 WIDTH_DEPTH = _doc("WidthDepth", "spectune widthdepth",
-                   "N positions per step spent as batch (width) or speculation (depth), seed 003", {
+                   "N positions per step spent as batch (width) or speculation (depth)", {
     "gpu": STR, "model": STR, "routing": STR, "acceptance": STR, "engine": _nullable(STR),
     "drafter": _nullable(STR), "parallelism": PARALLELISM, "achieved": BOOL,
     "positions": POS_INT, "context": NONNEG_INT, "width": _SPEND, "depth": _SPEND,

@@ -34,7 +34,8 @@ SRC = Path(__file__).resolve().parents[1] / "spectune"
 # library and render. By name: spectune.cli, spectune.params, any `command.py` / `*_command.py`.
 CLI_MODULES = {"spectune.cli", "spectune.params"}
 # Renderers: spectune.render and table modules (`table.py` / `*_table.py` / `tables.py`).
-RENDER_MODULES = {"spectune.render"}
+# spectune.report renders the HTML report (an output format, like the tables).
+RENDER_MODULES = {"spectune.render", "spectune.report"}
 ENVELOPE_NAMES = {"envelope", "API_VERSION", "Document"}
 # The pure computational core: it never reads files, HTTP or the terminal. Checked through
 # everything it imports, directly or not (a new core module is held to the same rule).

@@ -27,7 +27,7 @@ from spectune.cli import cli
 from spectune.emit import build_snippet, emit_snippet, make_plan
 from spectune.emit.plan import lookup, per_batch_gamma, schedule_ranges
 from spectune.errors import InputError
-from spectune.profiles import deployment_from_doc, parse_yaml
+from spectune.profiles import deployment_from_doc, load_deployment, parse_yaml
 from spectune.recommend import Recommendation, recommend
 
 LLAMA8B = json.loads((DATA / "Llama-3.1-8B.json").read_text())
@@ -109,9 +109,51 @@ def test_vllm_json_schedules_gamma_by_batch_size() -> None:
     assert sched[0][0] == 1 and sched[-1][1] == max(rec.grid.batch)
     for (_, hi, _), (lo, _, _) in itertools.pairwise(sched):
         assert lo == hi + 1
+    sp = rec.grid.speedup[:, 0, :]  # one context
     for i, b in enumerate(rec.grid.batch):
         k = lookup([tuple(r) for r in sched], int(b), cfg["num_speculative_tokens"])
-        assert k == rec.gamma_star[i, 0]
+        assert k == dict(plan.per_batch)[int(b)]
+        # smoothed, never by more than the margin, and never into a slowdown
+        assert sp[i, k] >= sp[i, rec.gamma_star[i, 0]] * (1 - plan.margin) and sp[i, k] >= 1.0
+
+
+def test_schedule_does_not_flap_on_small_margins() -> None:
+    """A gamma that goes up and back down across batch sizes is smoothed away when that
+    costs less than the margin at every batch size and slows nothing down; a trend stays."""
+    from spectune.emit.plan import SCHEDULE_MARGIN, smooth
+
+    for example in ("qwen3-30b-a3b-h100-eagle3", "deepseek-v4-flash-b200-mtp",
+                    "llama-3.1-70b-h100-eagle3", "llama-3.1-8b-h100-ngram"):
+        rec = recommend(load_deployment(example))
+        best = per_batch_gamma(rec)
+        order = {int(b): i for i, b in enumerate(rec.grid.batch)}
+        # contexts that do not fit in memory have no recommendation and do not count
+        fits = np.where(rec.feasible.any(axis=1, keepdims=True), rec.feasible, True)
+        mean = np.array([rec.grid.speedup[i][fits[i]].mean(axis=0) for i in range(len(fits))])
+        for margin in (0.0, SCHEDULE_MARGIN, 0.5):
+            out = smooth(rec, best, margin)
+            for (b, g), (_, g_best) in zip(out, best, strict=True):
+                sp = rec.grid.speedup[order[b]][fits[order[b]]]
+                assert mean[order[b], g] >= mean[order[b], g_best] * (1 - margin) - 1e-12
+                assert (sp[:, g] >= 1 - 1e-9).all()
+            if margin == 0.0:
+                assert out == best
+            gs = [g for _, g in out]
+            steps = [np.sign(y - x) for x, y in itertools.pairwise(gs) if y != x]
+            if margin == 0.5:  # loose: only unsafe gammas can keep a flap
+                flaps = sum(1 for x, y in itertools.pairwise(steps) if x != y)
+                assert flaps <= sum(1 for x, y in itertools.pairwise(
+                    [np.sign(y - x) for x, y in itertools.pairwise([g for _, g in best]) if y != x])
+                    if x != y)
+        plan = make_plan(rec)
+        notes = build_snippet(rec, "vllm").notes if plan.varies else []
+        if plan.varies and plan.per_batch != plan.best_per_batch:
+            assert any(f"more than {SCHEDULE_MARGIN * 100:g}% predicted speedup" in n for n in notes)
+    # the flap the examples had (1 -> 0 -> 1 over batch 1-8 for Qwen3-30B-A3B) is gone
+    plan = make_plan(recommend(load_deployment("qwen3-30b-a3b-h100-eagle3")))
+    gs = [g for _, g in plan.per_batch]
+    assert all(not (a > b < c or a < b > c) for a, b, c in zip(gs, gs[1:], gs[2:], strict=False)
+               if a != b != c)
 
 
 def test_vllm_static_when_gamma_star_is_flat(runner: CliRunner) -> None:
@@ -399,3 +441,45 @@ def test_no_adaptive_config_message_fits_both_commands(runner: CliRunner, tmp_pa
     assert res.exit_code == 2
     assert "use --emit sglang" not in res.stderr
     assert "spectune emit PROFILE sglang" in res.stderr and "--emit sglang" in res.stderr
+
+
+def test_off_for_a_mix_names_the_deciding_batch_sizes_and_the_weights(runner: CliRunner) -> None:
+    """One static K for dp > 1 comes out 0: the note names the batch sizes where every K >= 1
+    slows decode down (derived here from the grid) and how the mix was weighted."""
+    from spectune.emit.plan import SLOWDOWN
+
+    example = "deepseek-v4-flash-8xb200-ep"
+    rec = recommend(load_deployment(example))
+    plan = make_plan(rec)
+    sp = rec.grid.speedup[..., 1:]  # (batch, context, gamma >= 1)
+    vetoes = [int(b) for i, b in enumerate(rec.grid.batch)
+              if not (sp[i] >= 1 - SLOWDOWN).all(axis=0).any()]
+    res = runner.invoke(cli, ["emit", example, "vllm"])
+    assert res.exit_code == 0
+    if plan.static_gamma == 0:
+        assert res.stdout == "null\n" and vetoes
+        off = next(n for n in res.stderr.splitlines() if "static K is 0" in n)
+        for b in vetoes:
+            assert f"batch {b} (" in off
+        assert "weighted equally" in off
+        assert all(f"batch {b}: {100 / len(rec.grid.batch):.0f}%" in off for b in rec.grid.batch)
+    # with the mix on the batch sizes that gain, the same profile speculates
+    gain = [b for b in rec.grid.batch if int(b) not in vetoes]
+    mix = [arg for b in gain for arg in ("--batch-mix", f"{b}:1")]
+    mixed = runner.invoke(cli, ["emit", example, "vllm", *mix])
+    assert json.loads(mixed.stdout)["num_speculative_tokens"] >= 1
+
+
+def test_emitted_config_states_its_minimum_vllm(runner: CliRunner, tmp_path: Path) -> None:
+    from spectune.emit.vllm import SCHEDULE_MIN_VLLM
+
+    f = write(tmp_path, **VARYING)
+    rec = rec_of(**VARYING)
+    res = runner.invoke(cli, ["emit", str(f), "vllm-yaml"])
+    cfg = yaml.safe_load(res.stdout)["speculative-config"]
+    if "num_speculative_tokens_per_batch_size" in cfg:
+        assert f"# needs vLLM >= {SCHEDULE_MIN_VLLM} (num_speculative_tokens_per_batch_size)" in res.stdout
+        assert f"needs vLLM >= {SCHEDULE_MIN_VLLM}" in res.stderr
+    assert make_plan(rec).varies == ("num_speculative_tokens_per_batch_size" in cfg)
+    py = runner.invoke(cli, ["emit", str(f), "vllm-python"])
+    assert "# needs vLLM >= " in py.stdout

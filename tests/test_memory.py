@@ -176,8 +176,8 @@ def test_recommend_marks_points_that_do_not_fit(runner: CliRunner) -> None:
     assert not any(p["feasible"] for p in doc["points"] if p["context"] == 32768 and p["batch"] >= 64)
     table = runner.invoke(cli, ["recommend", "llama-3.1-70b-h100-eagle3"]).stdout
     row = next(line for line in table.splitlines() if line.startswith("256 "))
-    assert row.split()[1:] == ["-", "-", "-"]
-    assert "'-' = does not fit in GPU memory" in table
+    assert row.split()[1:] == ["—", "[1]"] * 3
+    assert "[1] does not fit in GPU memory" in table
 
 
 @pytest.mark.parametrize("example", sorted(p.stem for p in examples_dir().glob("*.yaml")))

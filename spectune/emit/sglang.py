@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spectune.emit.plan import Plan, describe, make_plan
+from spectune.emit.plan import Plan, describe, describe_mix, make_plan, off_reason, smoothing_note
 from spectune.errors import InputError
 from spectune.recommend import Recommendation
 from spectune.tree import verify_width
@@ -85,7 +85,8 @@ def sglang_settings(rec: Recommendation, weights: Mapping[int, float] | None = N
     out = SglangSettings([])
     if plan.max_gamma == 0:
         out.notes.append("gamma* = 0 at every operating point: speculation does not pay for this "
-                         "deployment, so no speculative flags are emitted (SGLang runs without it)")
+                         "deployment, so no speculative flags are emitted (SGLang runs without it): "
+                         + off_reason(rec, plan, False))
         return out
     k = plan.max_gamma
     adaptive = False
@@ -103,9 +104,10 @@ def sglang_settings(rec: Recommendation, weights: Mapping[int, float] | None = N
             k = plan.static_gamma
             out.notes.append(f"gamma* changes with batch size ({describe(plan)}) but {why}: "
                              f"emitting one static gamma = {k}, the best mean predicted "
-                             "throughput over the declared batch mix")
+                             f"throughput over {describe_mix(plan)}")
             if k == 0:
-                out.notes.append("that static gamma is 0: no speculative flags are emitted")
+                out.notes.append("that static gamma is 0, so no speculative flags are emitted: "
+                                 + off_reason(rec, plan, True))
                 return out
         else:
             adaptive = True
@@ -114,6 +116,9 @@ def sglang_settings(rec: Recommendation, weights: Mapping[int, float] | None = N
                 f"gamma* changes with batch size ({describe(plan)}): write the adaptive config "
                 f"with `spectune emit PROFILE sglang-adaptive-config > {adaptive_path}` "
                 "(one candidate per batch-size range, so SGLang follows the recommendation)")
+            smoothed = smoothing_note(plan)
+            if smoothed:
+                out.notes.append(smoothed)
     args = ["--speculative-algorithm", algo]
     if path:
         args += ["--speculative-draft-model-path", path]

@@ -31,10 +31,36 @@ from typing import Any
 
 import yaml
 
-from spectune.emit.plan import Plan, describe, make_plan
+from spectune.emit.plan import Plan, describe, describe_mix, make_plan, off_reason, smoothing_note
 from spectune.errors import InputError
 from spectune.recommend import Recommendation
 from spectune.version import __version__
+
+# The oldest vLLM release that accepts each emitted field (README, "Engine settings").
+SCHEDULE_MIN_VLLM = "0.24.0"  # num_speculative_tokens_per_batch_size: vllm-project/vllm#32374
+# ("Dynamic SD"), documented from vLLM 0.24.0 (docs/features/speculative_decoding/
+# dynamic_speculative_decoding.md); older releases reject the unknown key.
+MTP_MIN_VLLM = "0.11.0"  # method "mtp": vllm-project/vllm#25232 merged deepseek_mtp etc. into it
+CONFIG_MIN_VLLM = "0.9.0"  # --speculative-config JSON (vllm-project/vllm#14434, March 2025) with
+# method ngram / eagle / eagle3 (EAGLE-3: vllm-project/vllm#16937, April 2025)
+VERIFIED_VLLM = "0.32.0"  # every emitted form is checked against it (tests/test_emit_vllm.py);
+# for method draft_model on the V1 engine spectune knows no older release to vouch for
+
+
+def min_vllm(cfg: dict[str, Any] | None) -> str | None:
+    """The oldest vLLM that accepts ``cfg``, in words (None for speculation off)."""
+    if cfg is None:
+        return None
+    needs = [(CONFIG_MIN_VLLM, "--speculative-config")]
+    if cfg.get("method") == "draft_model":
+        needs.append((VERIFIED_VLLM, "method 'draft_model'; the release spectune verified"))
+    if cfg.get("method") == "mtp":
+        needs.append((MTP_MIN_VLLM, "method 'mtp'"))
+    if "num_speculative_tokens_per_batch_size" in cfg:
+        needs.append((SCHEDULE_MIN_VLLM, "num_speculative_tokens_per_batch_size"))
+    need, why = max(needs, key=lambda n: tuple(int(x) for x in n[0].split(".")))
+    return f"needs vLLM >= {need} ({why})"
+
 
 VLLM_METHODS = {"draft_model": "draft_model", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp",
                 "ngram": "ngram"}
@@ -68,7 +94,7 @@ def vllm_speculative_config(rec: Recommendation, weights: Mapping[int, float] | 
     notes: list[str] = []
     if plan.max_gamma == 0:
         notes.append("gamma* = 0 at every operating point: speculation does not pay for this "
-                     "deployment, so the vLLM config turns it off")
+                     f"deployment, so the vLLM config turns it off: {off_reason(rec, plan, False)}")
         return None, notes
     schedule = None
     k = plan.max_gamma
@@ -80,15 +106,19 @@ def vllm_speculative_config(rec: Recommendation, weights: Mapping[int, float] | 
                 f"num_speculative_tokens_per_batch_size when data_parallel_size > 1 "
                 f"(dp = {dep.parallelism.dp}; vllm/config/vllm.py, vllm-project/vllm#45963): "
                 f"emitting one static K = {k}, the best mean predicted throughput over "
-                f"{_mix(plan)}")
+                f"{describe_mix(plan)}")
             if k == 0:
-                notes.append("that static K is 0: speculation is turned off")
+                notes.append("that static K is 0, so speculation is turned off: "
+                             + off_reason(rec, plan, True))
                 return None, notes
         else:
             schedule = [[lo, hi, g] for lo, hi, g in plan.schedule]
             notes.append(f"gamma* changes with batch size: num_speculative_tokens_per_batch_size "
                          f"schedules it ({describe(plan)}); num_speculative_tokens = {k} is the "
                          "largest K (vLLM sizes its buffers by it and clamps the schedule to it)")
+            smoothed = smoothing_note(plan)
+            if smoothed:
+                notes.append(smoothed)
     cfg: dict[str, Any] = {"method": method}
     if path and method != "ngram":
         cfg["model"] = path
@@ -100,16 +130,11 @@ def vllm_speculative_config(rec: Recommendation, weights: Mapping[int, float] | 
         cfg["prompt_lookup_max"] = dep.drafter.prompt_lookup_max
     if schedule is not None:
         cfg["num_speculative_tokens_per_batch_size"] = schedule
+    need = min_vllm(cfg)
+    if need:
+        notes.append(f"this config {need}")
     return cfg, notes
 
-
-
-def _mix(plan: Plan) -> str:
-    ws = [w for _, w in plan.weights]
-    if max(ws) - min(ws) < 1e-12:
-        return "the profile's operating points, weighted equally"
-    # unequal weights come only from an observation or --batch-mix
-    return "the batch-size weights given (observed, or --batch-mix)"
 
 
 def render_json(cfg: dict[str, Any] | None) -> str:
@@ -125,7 +150,8 @@ def render_yaml(cfg: dict[str, Any] | None, rec: Recommendation) -> str:
                [_Flow(r) for r in cfg["num_speculative_tokens_per_batch_size"]]}
     head = (f"# spectune {__version__}: speculative decoding for {dep.name} "
             f"({dep.model.name}, drafter {dep.drafter.name} [{dep.drafter.kind}])\n"
-            "# use: vllm serve MODEL --config THIS_FILE (command-line options override it)\n")
+            "# use: vllm serve MODEL --config THIS_FILE (command-line options override it)\n"
+            + (f"# {min_vllm(cfg)}\n" if cfg else ""))
     return head + yaml.dump({"speculative-config": cfg}, Dumper=_Dumper, sort_keys=False,
                             default_flow_style=False, width=100)
 
@@ -146,6 +172,8 @@ def render_python(cfg: dict[str, Any] | None, rec: Recommendation) -> str:
     """``speculative_config = {...}`` for ``vllm.LLM(..., speculative_config=...)``."""
     dep = rec.deployment
     head = f"# spectune {__version__}: speculative decoding for {dep.name}\n"
+    if cfg is not None:
+        head += f"# {min_vllm(cfg)}\n"
     if cfg is None:
         return head + "speculative_config = None\n"
     lines = ["speculative_config = {"]
