@@ -756,7 +756,7 @@ def check_command(serving_config: str, profile: str | None, profile_map: str | N
     \b
     GitOps: SERVING_CONFIG may be a directory of manifests, with --profiles MAP.yaml mapping
     each to its profile (examples/gitops/):
-      spectune check deploy/ --profiles profiles.yaml
+      spectune check DEPLOY_DIR --profiles PROFILE_MAP.yaml
     """
     from spectune.check import check, read_serving_config
     from spectune.profiles import load_deployment
