@@ -203,7 +203,7 @@ def fleet_command(fleet_file: str, fmt: str, window: float | None, interval: flo
 
     \b
     Example:
-      spectune fleet fleet.yaml --window 1h
+      spectune fleet FLEET.yaml --window 1h
     """
     from spectune.observe.prometheus import describe_labels, select_groups
 

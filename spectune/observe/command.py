@@ -116,7 +116,7 @@ def observe(url: str | None, log_file: str | None, fmt: str, window: float | Non
     Examples:
       spectune observe localhost:8000 --window 60
       spectune observe https://llm.internal/metrics --token-file ~/.tok -o yaml > obs.yaml
-      spectune recommend my-deployment.yaml --observed obs.yaml
+      spectune recommend PROFILE --observed OBS.yaml
       journalctl -u vllm | spectune observe --log -
       spectune observe --prometheus http://prometheus:9090 --window 1h \\
           --selector '{namespace="prod"}' --by deployment -o yaml > fleet.yaml
