@@ -69,6 +69,20 @@ def cli() -> None:
     """
 
 
+calibration_option = click.option(
+    "--calibration", type=click.Path(dir_okay=False),
+    help="Engine constants fitted by `spectune calibrate` (a Calibration YAML/JSON file).")
+
+
+def calibrated(dep: Any, calibration: str | None) -> Any:
+    """``dep`` with a Calibration file applied (unchanged without one)."""
+    if not calibration:
+        return dep
+    from spectune.calibration import apply_calibration, load_calibration
+
+    return apply_calibration(dep, load_calibration(calibration))
+
+
 # --------------------------------------------------------------------------- recommend
 @cli.command()
 @click.argument("profile")
@@ -93,11 +107,12 @@ def cli() -> None:
 @click.option("--ca-bundle", type=click.Path(dir_okay=False), help="With --metrics-url: CA bundle for TLS.")
 @click.option("--emit", "emit_kind", type=click.Choice(["vllm", "vllm-yaml", "sglang"]),
               help="Print only the serving-engine snippet for the recommendation.")
+@calibration_option
 def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
               gamma_max: int | None, alpha: float | None, observed: str | None,
               metrics_url: str | None, window: float, interval: float, model_name: str | None,
               token_file: str | None,
-              ca_bundle: str | None, emit_kind: str | None) -> None:
+              ca_bundle: str | None, emit_kind: str | None, calibration: str | None) -> None:
     """Recommend gamma* per batch size and context length for PROFILE.
 
     PROFILE is a deployment YAML file, '-' for stdin, or the name of a shipped example.
@@ -112,7 +127,7 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
 
     if observed and metrics_url:
         raise InputError("give --observed FILE or --metrics-url URL, not both")
-    dep = load_deployment(profile)
+    dep = calibrated(load_deployment(profile), calibration)
     mix: dict[int, float] | None = None
     if observed or metrics_url:
         from spectune import observe as obs
@@ -233,11 +248,12 @@ def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None
 @click.option("--batch", type=click.IntRange(1, MAX_BATCH), help="Batch size, for the roofline speedup.")
 @click.option("--context", type=click.IntRange(0, MAX_CONTEXT),
               help="Context length, for the roofline speedup.")
+@calibration_option
 @output_option()
 def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | None,
             ep: int | None, dp: int | None, engine: str | None, alpha: float | None,
             gamma: int, draft_cost: float | None, drafter: str | None, batch: int | None,
-            context: int | None, fmt: str) -> None:
+            context: int | None, calibration: str | None, fmt: str) -> None:
     """Predicted speedup of one gamma.
 
     With only --alpha/--gamma/--draft-cost: seed 004's closed form
@@ -274,6 +290,7 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | N
     else:
         raise InputError("give --alpha (or a --profile with acceptance)")
     target = Deployment("cli", g, m, d, par, eng or NO_ENGINE, Workload((batch,), (context,)), acc)
+    target = calibrated(target, calibration)
     emit(point_speedup_doc(target, batch, context, gamma, point_speedup(target, batch, context, gamma)), fmt)
 
 
@@ -408,8 +425,10 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
               help="Deployment profile the configuration serves (file, '-' or shipped example).")
 @click.option("--tolerance", type=click.FloatRange(0, 1), default=0.03, show_default=True,
               help="Largest acceptable shortfall from the recommended settings' speedup at any point.")
+@calibration_option
 @output_option()
-def check_command(serving_config: str, profile: str, tolerance: float, fmt: str) -> None:
+def check_command(serving_config: str, profile: str, tolerance: float, calibration: str | None,
+                  fmt: str) -> None:
     """Gate a deployed serving configuration against PROFILE's recommendation (for CI).
 
     SERVING_CONFIG is a `vllm serve --config` YAML file, a text file or shell script with a
@@ -430,7 +449,7 @@ def check_command(serving_config: str, profile: str, tolerance: float, fmt: str)
     from spectune.profiles import load_deployment
 
     conf = read_serving_config(serving_config)
-    dep = load_deployment(profile)
+    dep = calibrated(load_deployment(profile), calibration)
     result = check(conf, dep, tolerance)
     for w in result.warnings:
         click.echo(f"spectune: warning: {w}", err=True)
@@ -438,6 +457,85 @@ def check_command(serving_config: str, profile: str, tolerance: float, fmt: str)
     if result.exit_code:
         click.echo(f"spectune: check failed: {result.document['summary']}", err=True)
         sys.exit(result.exit_code)
+
+
+# --------------------------------------------------------------------------- init
+@cli.command("init")
+@click.option("--gpu", help="Built-in device (spectune profiles list gpus), e.g. h100-sxm or cpu.")
+@click.option("--model", help="Built-in model name, a Hugging Face config.json, or a snapshot folder.")
+@click.option("--drafter", default="ngram", show_default=True, help="Built-in drafter.")
+@click.option("--engine", help="Serving engine profile (vllm, sglang). Default: the server's, else vllm.")
+@click.option("--tp", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True)
+@click.option("--ep", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True)
+@click.option("--dp", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True)
+@click.option("--batch", "batches", multiple=True, type=click.IntRange(1, MAX_BATCH),
+              help="Operating batch sizes (repeatable). Default 1, 8, 64 (CPU: 1, 4, 16).")
+@click.option("--context", "contexts", multiple=True, type=click.IntRange(1, MAX_CONTEXT),
+              help="Context lengths (repeatable). Default 2048 (CPU: 256).")
+@click.option("--name", help="Profile name.")
+@click.option("--from-server", "server_url", metavar="URL",
+              help="Read the served model (its local config.json) and engine from a running server.")
+def init_command(gpu: str | None, model: str | None, drafter: str, engine: str | None, tp: int,
+                 ep: int, dp: int, batches: tuple[int, ...], contexts: tuple[int, ...],
+                 name: str | None, server_url: str | None) -> None:
+    """Write a starting deployment profile (commented YAML) to stdout.
+
+    \b
+      spectune init --gpu h100-sxm --model llama-3.1-8b --drafter ngram > p.yaml
+      spectune init --gpu cpu --model ./snapshot/ > p.yaml
+      spectune init --gpu cpu --from-server http://127.0.0.1:8000 > p.yaml
+    """
+    from spectune.init import profile_text, server_info
+
+    info = server_info(server_url) if server_url else None
+    if model is None and info is not None:
+        if info.path is None:
+            raise InputError(f"--from-server: the server serves {info.name!r} from a path spectune "
+                             "cannot read here; give --model NAME|config.json|folder")
+        model = info.path
+    if gpu is None or model is None:
+        raise InputError("give --gpu and --model (or --from-server URL for the model)")
+    cpu = gpu.lower() in ("cpu", "x86-cpu", "vllm-cpu")
+    click.echo(profile_text(gpu=gpu, model=model, drafter=drafter,
+                            engine=engine or (info.engine if info else "vllm"), tp=tp, ep=ep, dp=dp,
+                            batches=batches or ((1, 4, 16) if cpu else (1, 8, 64)),
+                            contexts=contexts or ((256,) if cpu else (2048,)), name=name,
+                            server=info), nl=False)
+
+
+# --------------------------------------------------------------------------- calibrate
+@cli.command("calibrate")
+@click.argument("observations", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--profile", required=True,
+              help="Deployment profile whose engine constants are fitted (file, '-' or shipped example).")
+@output_option()
+def calibrate_command(observations: tuple[str, ...], profile: str, fmt: str) -> None:
+    """Fit PROFILE's engine constants to the step times of observed windows.
+
+    OBSERVATIONS are `spectune observe -o yaml` files of the same server: with speculation
+    off and on, at one or more concurrencies (more windows identify more constants). Prints
+    each constant with its value and standard error, or 'not identifiable from these windows
+    (default kept)', and every window's measured and predicted step time.
+
+    \b
+      spectune calibrate obs-*.yaml --profile p.yaml -o yaml > calib.yaml
+      spectune recommend p.yaml --calibration calib.yaml
+    """
+    from spectune.calibrate import CalibrationError
+    from spectune.calibration import calibrate_observations
+    from spectune.observe.faults import ObserveUsageError
+    from spectune.observe.observation import load_observation
+    from spectune.profiles import load_deployment
+
+    dep = load_deployment(profile)
+    try:
+        obs = [load_observation(o) for o in observations]
+        doc = calibrate_observations(dep, obs, list(observations))
+    except (CalibrationError, ObserveUsageError) as err:
+        raise InputError(str(err)) from None
+    for n in doc["notes"]:
+        click.echo(f"spectune: note: {n}", err=True)
+    emit(doc, fmt)
 
 
 # --------------------------------------------------------------------------- schema

@@ -77,7 +77,13 @@ class Workload:
 
 @dataclass(frozen=True)
 class Deployment:
-    """Everything a recommendation depends on."""
+    """Everything a recommendation depends on.
+
+    ``draft_fraction`` and ``draft_fill`` price variable-length drafts (n-gram) as observed:
+    a share ``draft_fraction`` of sequence steps carries a draft at all (prompt lookup finds
+    no match in the rest), of ``draft_fill * gamma`` tokens on average; so a verify checks
+    1 + draft_fraction * draft_fill * gamma tokens per sequence and yields
+    1 + draft_fraction * (m(gamma) - 1). Both 1 for a model drafter."""
 
     name: str
     gpu: GPU
@@ -89,3 +95,5 @@ class Deployment:
     acceptance: Acceptance
     gamma_max: int = 8
     tie_tolerance: float = 0.01
+    draft_fraction: float = 1.0
+    draft_fill: float = 1.0

@@ -368,7 +368,7 @@ def load_drafter(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Drafte
 
 # --------------------------------------------------------------------------- deployment
 DEPLOYMENT_KEYS = ("name", "description", "gpu", "model", "drafter", "parallelism", "engine",
-                   "workload", "acceptance", "gamma_max", "tie_tolerance", "achievable")
+                   "workload", "acceptance", "gamma_max", "tie_tolerance", "achievable", "calibration")
 ACCEPTANCE_KEYS = ("alpha", "per_position", "marginal", "mean_length", "drafts", "source")
 
 
@@ -450,7 +450,17 @@ def deployment_from_doc(doc: Doc) -> Deployment:
     gamma_max = int(_number(doc, ("gamma_max",), v.get("gamma_max", 8), integer=True, lo=1, hi=64))
     tol = _number(doc, ("tie_tolerance",), v.get("tie_tolerance", 0.01), positive=False, lo=0, hi=0.5)
     name = str(v.get("name") or Path(doc.file).stem)
-    return Deployment(name, gpu, model, drafter, par, engine, workload, acceptance, gamma_max, tol)
+    dep = Deployment(name, gpu, model, drafter, par, engine, workload, acceptance, gamma_max, tol)
+    if "calibration" in v:
+        from spectune.calibration import apply_calibration, load_calibration
+
+        ref = Path(_str(doc, ("calibration",), v["calibration"]))
+        if not ref.is_absolute() and doc.file not in ("<inline>", "<stdin>"):
+            ref = Path(doc.file).parent / ref
+        if not ref.is_file():
+            raise doc.error(("calibration",), f"calibration file not found: {ref}")
+        dep = apply_calibration(dep, load_calibration(ref))
+    return dep
 
 
 def load_deployment(ref: str) -> Deployment:

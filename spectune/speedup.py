@@ -58,12 +58,14 @@ def speedup_grid(dep: Deployment, batch: ArrayLike | None = None,
     S = s[None, :, None].astype(float)
     G = g[None, None, :].astype(float)
     args = (dep.model, dep.gpu, dep.parallelism, dep.engine)
-    verify = step_cost(*args, B, G + 1, S, achieved=achieved).seconds
+    # variable-length drafts (n-gram) verify their observed mean length, not gamma + 1
+    width = 1.0 + dep.draft_fraction * dep.draft_fill * G
+    verify = step_cost(*args, B, width, S, achieved=achieved, speculative=G > 0).seconds
     verify = np.broadcast_to(verify, (len(b), len(s), len(g)))
     c0 = verify[..., 0]
     draft = draft_cost(dep.drafter, dep.gpu, dep.parallelism, dep.engine, B, G, S,
                        c0[..., None], achieved=achieved)
-    m = dep.acceptance.expected_tokens(g)
+    m = 1.0 + dep.draft_fraction * (dep.acceptance.expected_tokens(g) - 1.0)
     return SpeedupGrid(b, s, g, m, c0, verify, np.broadcast_to(draft, verify.shape))
 
 

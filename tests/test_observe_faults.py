@@ -292,12 +292,34 @@ def test_bare_host_port_gets_metrics_path() -> None:
 
 
 # --------------------------------------------------------------------------- speculation faults
-def test_speculation_not_enabled_fails_fast() -> None:
+def test_speculation_off_records_the_plain_decode_window() -> None:
+    """Issue 9 (deliberate change: this used to exit 7): a vLLM without speculation gives a
+    plain-decode window, exit 0, no acceptance, with the step timing calibration needs."""
     with MetricsServer(lambda n: ok(growing(n), spec=False)) as srv:
+        res = cli_run([srv.url, *CLI_FAST, "-o", "json", "--speculative-config", '{"method": "none"}'])
+        table = cli_run([srv.url, *CLI_FAST])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["acceptance"] is None and doc["speculation"]["drafts"] is None
+    steps = doc["steps"]
+    n = steps["engine_steps"] / 7  # scrapes between first and last: 7 engine steps each
+    assert steps["sequence_steps"] == pytest.approx(15 * n)
+    assert steps["step_seconds"] == pytest.approx(0.01)  # +0.15 s over +15 latencies per scrape
+    assert steps["sequences_per_step"] == pytest.approx(15 / 7)
+    assert steps["decode_seconds"] == pytest.approx(0.15 * n)
+    assert steps["mean_running"] == pytest.approx(0.15 * n / doc["window"]["seconds"], rel=1e-3)
+    assert steps["verify_width"] == 1.0 and steps["draft_fraction"] is None
+    assert doc["speculative_config"] == {"method": "none"}
+    assert "plain-decode window" in " ".join(doc["notes"])
+    assert table.exit_code == 0 and "acceptance: none" in table.stdout
+
+
+def test_speculation_not_enabled_on_sglang_fails_fast() -> None:
+    with MetricsServer(lambda n: Reply(200, "sglang:num_running_reqs 2\n")) as srv:
         res = cli_run([srv.url, "--window", "30", "-q"])  # would take 30 s if it waited
         assert srv.hits == 1
     line = one_line_error(res, EXIT_SPEC_DISABLED)
-    assert "not enabled" in line and "--speculative-config" in line
+    assert "not enabled" in line
 
 
 def test_not_an_llm_server() -> None:
