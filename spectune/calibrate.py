@@ -8,10 +8,11 @@ inter-token latency: one decode step as a request sees it). The model's step is
     t̂_w(θ) = C_target(B_w, T_w, S_w; θ) + C_draft(B_w, T_w - 1, S_w; θ)
 
 (:func:`spectune.cost.step_cost`, :func:`spectune.cost.draft_cost`), where θ are the
-constants of :data:`PARAMS`: the engine's fixed cost per target pass, per speculative step,
-per verified token and per drafter pass, and the device's achieved FLOP and bandwidth
-fractions. θ minimises the relative residuals Σ_w ((t̂_w - t_w) / t_w)², fitted in log θ
-(all constants positive) by ``scipy.optimize.least_squares`` from several starts.
+constants of :data:`PARAMS`: the engine's fixed cost per target pass, per speculative
+step, per sequence in a speculative step, per verified token and per drafter pass, and the
+device's achieved FLOP and bandwidth fractions. θ minimises the relative residuals
+Σ_w ((t̂_w - t_w) / t_w)², fitted in log θ (all constants positive) by
+``scipy.optimize.least_squares`` from several starts.
 
 A constant is fitted only when the windows identify it: its column of the Jacobian
 J = ∂r/∂log θ must be non-zero and not (nearly) a combination of the columns already
@@ -33,11 +34,13 @@ from spectune.deployment import Deployment
 
 #: Fitted constants, in the order identifiability is decided (earlier ones win a tie).
 PARAMS = ("pass_overhead", "flops_fraction", "bandwidth_fraction", "spec_step_overhead",
-          "verify_token_cost", "draft_pass_overhead")
+          "spec_sequence_cost", "verify_token_cost", "draft_pass_overhead")
 #: Units of each constant as documents show them.
 UNITS = {"pass_overhead": "us", "spec_step_overhead": "us", "verify_token_cost": "us",
+         "spec_sequence_cost": "us",
          "draft_pass_overhead": "us", "flops_fraction": "fraction", "bandwidth_fraction": "fraction"}
-_ENGINE = ("pass_overhead", "spec_step_overhead", "verify_token_cost", "draft_pass_overhead")
+_ENGINE = ("pass_overhead", "spec_step_overhead", "spec_sequence_cost", "verify_token_cost",
+           "draft_pass_overhead")
 #: Bounds of log θ: seconds between 10 ns and 1 s; fractions of peak between 1e-6 and 1.
 _LO = {**{k: np.log(1e-8) for k in _ENGINE}, "flops_fraction": np.log(1e-6),
        "bandwidth_fraction": np.log(1e-6)}
@@ -95,6 +98,7 @@ def get_constants(dep: Deployment) -> dict[str, float]:
     """The current value of every constant of :data:`PARAMS` in ``dep``."""
     e, g = dep.engine, dep.gpu
     return {"pass_overhead": e.pass_overhead, "spec_step_overhead": e.spec_step_overhead,
+            "spec_sequence_cost": e.spec_sequence_cost,
             "verify_token_cost": e.verify_token_cost, "draft_pass_overhead": e.draft_pass_overhead,
             "flops_fraction": g.flops_fraction, "bandwidth_fraction": g.bandwidth_fraction}
 

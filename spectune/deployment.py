@@ -50,6 +50,9 @@ class Engine:
     per verified token on the speculative path (rejection sampling, tree/causal masks,
     draft bookkeeping). ``spec_step_overhead``: fixed cost of a speculative step over a
     plain one (proposer bookkeeping, extra sampler launches), paid once per verify.
+    ``spec_sequence_cost``: per sequence in a speculative step (a CPU-side proposer such as
+    n-gram prompt lookup, per-request rejection sampling and draft bookkeeping), paid
+    whatever the draft length; 0 unless calibrated (``spectune calibrate``).
     """
 
     name: str
@@ -60,6 +63,7 @@ class Engine:
     spec_step_overhead: float = 0.0
     version: str = ""
     source: str = ""
+    spec_sequence_cost: float = 0.0
 
 
 #: An engine that adds nothing to the roofline (``--engine none``).

@@ -219,7 +219,7 @@ CALIBRATION = _doc("Calibration", "spectune calibrate", "engine constants fitted
     "profile": _obj({"name": STR, "gpu": STR, "model": STR, "drafter": STR, "engine": STR}),
     "constants": _arr(_obj({
         "name": {"enum": ["pass_overhead", "flops_fraction", "bandwidth_fraction", "spec_step_overhead",
-                          "verify_token_cost", "draft_pass_overhead"]},
+                          "spec_sequence_cost", "verify_token_cost", "draft_pass_overhead"]},
         "unit": {"enum": ["us", "fraction"]}, "value": NUM, "stderr": _NNUM, "identified": BOOL,
         "default": NUM, "note": STR,
     }, required=["name", "unit", "value", "stderr", "identified", "default"])),

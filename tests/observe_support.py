@@ -122,6 +122,7 @@ class MetricsServer:
     requests: list[dict[str, Any]] = field(default_factory=list)
     hits: int = 0
     tls: tuple[str, str] | None = None  # (certificate, key) PEM files: serve HTTPS
+    paths: dict[str, Reply] = field(default_factory=dict)  # fixed replies of other GET paths
 
     def __post_init__(self) -> None:
         owner = self
@@ -130,7 +131,9 @@ class MetricsServer:
             def do_GET(self) -> None:
                 with owner._lock:
                     owner.requests.append({"path": self.path, "headers": dict(self.headers)})
-                    if self.path.split("?")[0] != "/metrics":
+                    if self.path.split("?")[0] in owner.paths:
+                        reply = owner.paths[self.path.split("?")[0]]
+                    elif self.path.split("?")[0] != "/metrics":
                         reply = Reply(404, "not found", "text/plain")
                     else:
                         reply = owner.script(owner.hits)

@@ -83,12 +83,14 @@ def overhead_seconds(model: Model, engine: Engine, par: Parallelism, B: Array, T
                      speculative: ArrayLike, role: str = "target") -> Array:
     """Engine time outside the kernels' rooflines for one pass (seconds): a fixed cost per
     pass and per layer; a target pass on the speculative path adds the speculative step's
-    fixed cost and a cost per verified token (B/dp * T per GPU)."""
+    fixed cost, a cost per sequence (B/dp) and a cost per verified token (B/dp * T per GPU)."""
     if role == "draft":
         return np.asarray(engine.draft_pass_overhead + engine.layer_overhead * model.n_layers)
     base = engine.pass_overhead + engine.layer_overhead * model.n_layers
-    tokens = np.asarray(B, dtype=float) / par.dp * T
-    return base + np.where(speculative, engine.spec_step_overhead + engine.verify_token_cost * tokens, 0.0)
+    seqs = np.asarray(B, dtype=float) / par.dp
+    tokens = seqs * T
+    spec = engine.spec_step_overhead + engine.spec_sequence_cost * seqs + engine.verify_token_cost * tokens
+    return base + np.where(speculative, spec, 0.0)
 
 
 def step_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
