@@ -221,3 +221,21 @@ def test_init_from_flags_and_from_a_server(tmp_path: Path) -> None:
     assert CliRunner().invoke(cli, ["recommend", str(f)]).exit_code == 0
     bad = CliRunner().invoke(cli, ["init", "--gpu", "cpu", "--model", "no-such-model"])
     assert bad.exit_code == 2 and "unknown model" in bad.stderr
+
+
+def test_observed_ngram_drafts_are_priced_at_their_share(tmp_path: Path) -> None:
+    """recommend --observed with an n-gram profile verifies 1 + f * gamma tokens, f = 96/128
+    in the real scrape, and says so."""
+    from spectune.observe.apply import apply_observation
+
+    obs = _fixture_observation()
+    dep = _cpu_deployment()
+    applied = apply_observation(dep, obs)
+    assert applied.deployment.draft_fraction == pytest.approx(96 / 128)
+    assert applied.deployment.draft_fill == pytest.approx(232 / 96 / 3)
+    f = tmp_path / "obs.yaml"
+    f.write_text(render(obs.to_dict(), "yaml"))
+    p = _profile(tmp_path)
+    res = CliRunner().invoke(cli, ["recommend", str(p), "--observed", str(f), "-o", "json"])
+    assert res.exit_code == 0, res.output
+    assert "n-gram drafts priced as observed: 75%" in res.stderr

@@ -39,9 +39,10 @@ def test_closed_loop_on_a_real_vllm(tmp_path: Path) -> None:
     # 64: where the 2-core CPU's step grows with its tokens and speculation stops paying
     conc = os.environ.get("SPECTUNE_CLOSED_LOOP_CONCURRENCY", "1 16 64").split()
     report = tmp_path / "report.json"
-    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "closed_loop.py"), "--vllm-python", python,
-                          "--work", str(tmp_path), "--rounds", rounds, "--predict", *predict, "--concurrency", *conc,
-                          "--json", str(report)], capture_output=True, text=True, timeout=1500, check=False)
+    cmd = [sys.executable, str(ROOT / "scripts" / "closed_loop.py"), "--vllm-python", python,
+           "--work", str(tmp_path), "--rounds", rounds, "--predict", *predict, "--concurrency", *conc,
+           "--json", str(report)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, check=False)
     print(res.stdout)
     assert res.returncode == 0, res.stderr[-5000:]
     rep = json.loads(report.read_text())

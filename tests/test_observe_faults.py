@@ -90,8 +90,11 @@ def test_window_deltas_through_library() -> None:
     assert acc.rates == pytest.approx((0.8, 0.625, 0.4))
     assert srv.url in acc.source
     point = observation_operating_point(obs)
-    assert point["batch_sizes"] == [2, 3] and sum(point["batch_weights"]) == pytest.approx(1)
-    assert point["context_lengths"] == [17 + 64]
+    # issue 9 (deliberate change): Little's law over the inter-token latencies, not the gauge
+    assert obs.steps is not None and obs.steps.mean_running is not None
+    assert point["batch_sizes"] == [max(1, round(obs.steps.mean_running))]
+    assert point["batch_basis"].startswith("Little's law") and 2 <= point["mean_running"] <= 3  # gauge
+    assert point["context_lengths"] == [17 + 32]
     assert obs.operating_point.inter_token_latency_seconds is not None
     assert obs.operating_point.inter_token_latency_seconds.mean == pytest.approx(0.01)
 
