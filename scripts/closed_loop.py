@@ -237,13 +237,15 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=4.0)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--json", type=Path, help="write the report here")
+    ap.add_argument("--analyse-only", action="store_true",
+                    help="serve nothing: calibrate and compare from the observations already in --work")
     a = ap.parse_args()
-    if not a.vllm_python:
+    if not a.vllm_python and not a.analyse_only:
         sys.exit("give --vllm-python or set SPECTUNE_VLLM_PYTHON (scripts/vllm_env.sh makes one)")
     t_start = time.monotonic()
     a.work.mkdir(parents=True, exist_ok=True)
     model = a.model_dir or a.work / "model"
-    if not (model / "config.json").is_file():
+    if not (model / "config.json").is_file() and not a.analyse_only:
         subprocess.run([a.vllm_python, str(BUILD), str(model), "--size", "medium"], check=True, timeout=600)
 
     from spectune.observe.observation import load_observation
@@ -251,6 +253,10 @@ def main() -> None:
     configs = [0, 1, *a.predict]
     obs: dict[tuple[int, int, int], Path] = {}  # (round, K, c) -> file
     for r in range(a.rounds):
+        if a.analyse_only:
+            obs.update({(r, k, c): a.work / f"obs-r{r}-k{k}-c{c}.yaml"
+                        for k in configs for c in a.concurrency})
+            continue
         order = configs if r % 2 == 0 else configs[::-1]
         for k in order:
             tag = f"r{r}-k{k}"

@@ -53,6 +53,9 @@ class Engine:
     ``spec_sequence_cost``: per sequence in a speculative step (a CPU-side proposer such as
     n-gram prompt lookup, per-request rejection sampling and draft bookkeeping), paid
     whatever the draft length; 0 unless calibrated (``spectune calibrate``).
+    ``sequence_cost``: per sequence in every target pass (per-request scheduling, input
+    preparation, sampling and output processing on the host: small on a GPU engine, the
+    largest term of a CPU server's step); 0 unless calibrated.
     """
 
     name: str
@@ -64,6 +67,7 @@ class Engine:
     version: str = ""
     source: str = ""
     spec_sequence_cost: float = 0.0
+    sequence_cost: float = 0.0
 
 
 #: An engine that adds nothing to the roofline (``--engine none``).

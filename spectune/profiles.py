@@ -233,7 +233,7 @@ def load_gpu(name: str, doc: Doc | None = None, path: KeyPath = ()) -> GPU:
 
 ENGINE_KEYS = ("name", "aliases", "version", "pass_overhead_us", "layer_overhead_us",
                "draft_pass_overhead_us", "verify_token_cost_us", "spec_step_overhead_us",
-               "spec_sequence_cost_us", "base")
+               "spec_sequence_cost_us", "sequence_cost_us", "base")
 
 
 def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None = None) -> Engine:
@@ -258,6 +258,7 @@ def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None
         verify_token_cost=us("verify_token_cost_us", b.verify_token_cost),
         spec_step_overhead=us("spec_step_overhead_us", b.spec_step_overhead),
         spec_sequence_cost=us("spec_sequence_cost_us", b.spec_sequence_cost),
+        sequence_cost=us("sequence_cost_us", b.sequence_cost),
         version=str(v.get("version") or b.version),
         source=doc.file,
     )

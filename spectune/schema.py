@@ -218,7 +218,8 @@ CALIBRATION = _doc("Calibration", "spectune calibrate", "engine constants fitted
     "schema": {"const": 1},
     "profile": _obj({"name": STR, "gpu": STR, "model": STR, "drafter": STR, "engine": STR}),
     "constants": _arr(_obj({
-        "name": {"enum": ["pass_overhead", "flops_fraction", "bandwidth_fraction", "spec_step_overhead",
+        "name": {"enum": ["pass_overhead", "sequence_cost", "flops_fraction", "bandwidth_fraction",
+                          "spec_step_overhead",
                           "spec_sequence_cost", "verify_token_cost", "draft_pass_overhead"]},
         "unit": {"enum": ["us", "fraction"]}, "value": NUM, "stderr": _NNUM, "identified": BOOL,
         "default": NUM, "note": STR,

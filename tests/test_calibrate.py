@@ -59,19 +59,26 @@ def test_step_timing_of_the_real_scrape() -> None:
         assert getattr(back.steps, k) == pytest.approx(getattr(t, k), rel=1e-4, abs=1e-6), k
 
 
+#: The random Llama scripts/closed_loop.py serves (tests/vllm/build_tiny_model.py --size medium).
+MEDIUM = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 404,
+          "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 8,
+          "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 64,
+          "max_position_embeddings": 1024, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+
+
 def _cpu_deployment(**over: object):  # type: ignore[no-untyped-def]
-    doc = {"gpu": "cpu", "model": {"config": str(DATA / "Llama-3.1-8B.json")}, "drafter": "ngram",
+    doc = {"gpu": "cpu", "model": {"hf_config": MEDIUM}, "drafter": "ngram",
            "engine": "vllm", "workload": {"batch_sizes": [1, 4, 16], "context_lengths": [256]}, **over}
     return deployment_from_doc(parse_yaml(yaml.safe_dump(doc), "<test>"))
 
 
-TRUE = {"pass_overhead": 0.02, "flops_fraction": 0.02, "spec_step_overhead": 0.003,
-        "spec_sequence_cost": 0.001, "verify_token_cost": 0.0015}
-SPEC_WIDTHS = (2.6, 1.5, 2.0)  # verify widths of the speculative windows: per sequence and
+TRUE = {"pass_overhead": 0.02, "sequence_cost": 0.0008, "flops_fraction": 0.02,
+        "spec_step_overhead": 0.003, "spec_sequence_cost": 0.001, "verify_token_cost": 0.0015}
+SPEC_WIDTHS = (2.6, 1.5, 2.0, 2.3)  # verify widths of the speculative windows: per sequence and
 #                                per token costs separate only when the widths differ
 
 
-def _windows(dep, batches=(1, 4, 16), spec=True):  # type: ignore[no-untyped-def]
+def _windows(dep, batches=(1, 4, 16, 64), spec=True):  # type: ignore[no-untyped-def]
     """Windows whose step times the deployment with TRUE constants would show."""
     truth = with_constants(dep, TRUE)
     rows = [(b, 1.0, False) for b in batches]
@@ -83,14 +90,22 @@ def _windows(dep, batches=(1, 4, 16), spec=True):  # type: ignore[no-untyped-def
                  for i, (bb, ww, ss, t) in enumerate(zip(b, w, s, steps, strict=True)))
 
 
-def test_fit_recovers_the_constants_that_made_the_steps() -> None:
+def test_fit_reproduces_the_steps_that_made_it() -> None:
+    """Windows made by known constants: the fit reproduces every window, predicts an unseen
+    point between them, and recovers the constants no other combination can stand in for
+    (the fixed cost per pass and per speculative step: the intercepts). Per-sequence,
+    per-token and roofline terms trade off against each other on so few windows, so they
+    are not pinned here."""
     dep = _cpu_deployment()
     f = fit(dep, _windows(dep))
     got = {c.name: c for c in f.constants}
-    for name, value in TRUE.items():
-        assert got[name].identified, name
-        assert got[name].value == pytest.approx(value, rel=0.02), name
     assert max(abs(r) for r in f.residuals) < 1e-3
+    for name in ("pass_overhead", "spec_step_overhead"):
+        assert got[name].identified and got[name].value == pytest.approx(TRUE[name], rel=0.02), name
+    truth = with_constants(dep, TRUE)
+    new = [np.array([8.0, 8.0, 32.0]), np.array([1.0, 2.2, 1.7]), np.full(3, 300.0),
+           np.array([False, True, True])]
+    assert predict_steps(f.deployment, *new) == pytest.approx(predict_steps(truth, *new), rel=0.05)
     # the model drafter's pass cost cannot show in n-gram windows: default kept, said so
     assert not got["draft_pass_overhead"].identified
     assert got["draft_pass_overhead"].value == get_constants(dep)["draft_pass_overhead"]
@@ -134,7 +149,10 @@ def _observation_files(tmp: Path) -> list[str]:
 
 
 def _profile(tmp: Path) -> Path:
-    res = CliRunner().invoke(cli, ["init", "--gpu", "cpu", "--model", str(DATA / "Llama-3.1-8B.json")])
+    cfg = tmp / "medium" / "config.json"
+    cfg.parent.mkdir(exist_ok=True)
+    cfg.write_text(json.dumps(MEDIUM))
+    res = CliRunner().invoke(cli, ["init", "--gpu", "cpu", "--model", str(cfg.parent)])
     assert res.exit_code == 0, res.output
     p = tmp / "p.yaml"
     p.write_text(res.stdout)
@@ -153,8 +171,9 @@ def test_calibrate_cli_document_and_recommend(tmp_path: Path) -> None:
     assert not list(jsonschema.Draft202012Validator(schema_for("Calibration")).iter_errors(doc))
     consts = {c["name"]: c for c in doc["constants"]}
     assert consts["pass_overhead"]["value"] == pytest.approx(TRUE["pass_overhead"] * 1e6, rel=0.02)
+    assert all(abs(w["residual"]) < 0.01 for w in doc["windows"])
     assert consts["draft_pass_overhead"]["note"].startswith("not identifiable")
-    assert len(doc["windows"]) == 6 and doc["drafting"]["draft_fraction"] == pytest.approx(0.75)
+    assert len(doc["windows"]) == 8 and doc["drafting"]["draft_fraction"] == pytest.approx(0.75)
     calib = tmp_path / "calib.yaml"
     calib.write_text(res.stdout)
     table = CliRunner().invoke(cli, ["calibrate", *files, "--profile", str(p)])

@@ -82,12 +82,13 @@ def comm_cost(model: Model, gpu: GPU, par: Parallelism, B: Array, T: Array) -> C
 def overhead_seconds(model: Model, engine: Engine, par: Parallelism, B: Array, T: Array,
                      speculative: ArrayLike, role: str = "target") -> Array:
     """Engine time outside the kernels' rooflines for one pass (seconds): a fixed cost per
-    pass and per layer; a target pass on the speculative path adds the speculative step's
-    fixed cost, a cost per sequence (B/dp) and a cost per verified token (B/dp * T per GPU)."""
+    pass and per layer, and per sequence in a target pass; a target pass on the speculative
+    path adds the speculative step's fixed cost, a cost per sequence (B/dp) and a cost per
+    verified token (B/dp * T per GPU)."""
     if role == "draft":
         return np.asarray(engine.draft_pass_overhead + engine.layer_overhead * model.n_layers)
-    base = engine.pass_overhead + engine.layer_overhead * model.n_layers
     seqs = np.asarray(B, dtype=float) / par.dp
+    base = engine.pass_overhead + engine.layer_overhead * model.n_layers + engine.sequence_cost * seqs
     tokens = seqs * T
     spec = engine.spec_step_overhead + engine.spec_sequence_cost * seqs + engine.verify_token_cost * tokens
     return base + np.where(speculative, spec, 0.0)
