@@ -220,6 +220,20 @@ def cli(ctx: click.Context, quiet: bool) -> None:
         ctx.exit(0)
 
 
+calibration_option = click.option(
+    "--calibration", type=click.Path(dir_okay=False),
+    help="Engine constants fitted by `spectune calibrate` (a Calibration YAML/JSON file).")
+
+
+def calibrated(dep: Any, calibration: str | None) -> Any:
+    """``dep`` with a Calibration file applied (unchanged without one)."""
+    if not calibration:
+        return dep
+    from spectune.calibration import apply_calibration, load_calibration
+
+    return apply_calibration(dep, load_calibration(calibration))
+
+
 # --------------------------------------------------------------------------- recommend
 def _what_if_options(fn: F) -> F:
     """--batch/--context/--gamma-max/--alpha/--observed: shared by recommend and report."""
@@ -243,13 +257,14 @@ def _what_if_options(fn: F) -> F:
 
 def _deployment(profile: str, batches: tuple[int, ...], contexts: tuple[int, ...],
                 gamma_max: int | None, alpha: float | None, observed: str | None,
-                observation: Any = None, match: tuple[str, ...] = ()) -> tuple[Any, dict[int, float] | None]:
-    """The profile with an observation and what-if overrides applied, and the observed batch
-    mix (None without an observation). Notes go to stderr."""
+                observation: Any = None, match: tuple[str, ...] = (),
+                calibration: str | None = None) -> tuple[Any, dict[int, float] | None]:
+    """The profile (with a Calibration file applied) with an observation and what-if overrides
+    applied, and the observed batch mix (None without an observation). Notes go to stderr."""
     from spectune.overrides import prepare
     from spectune.profiles import load_deployment
 
-    dep = load_deployment(profile)
+    dep = calibrated(load_deployment(profile), calibration)
     if observed:
         from spectune.observe.prometheus import load_observed
 
@@ -294,13 +309,15 @@ def _deployment(profile: str, batches: tuple[int, ...], contexts: tuple[int, ...
               help="With --prometheus, or --observed FILE of `observe --prometheus`: only the groups "
                    "with these labels (repeatable).")
 @quiet_option
+@calibration_option
 def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
               gamma_max: int | None, alpha: float | None, observed: str | None, detail: bool,
               metrics_url: str | None, window: float | None, interval: float, model_name: str | None,
               token_file: str | None,
               ca_bundle: str | None, emit_kind: str | None, ragged: bool,
               rounds_file: str | None, tpot_slo: str | None, prometheus: str | None, selector: str | None,
-              by: tuple[str, ...], at: str | None, org_id: str | None, match: tuple[str, ...]) -> None:
+              by: tuple[str, ...], at: str | None, org_id: str | None, match: tuple[str, ...],
+              calibration: str | None) -> None:
     """Recommend gamma* per batch size and context length for PROFILE.
 
     PROFILE is a deployment YAML file, '-' for stdin, or the name of a shipped example
@@ -336,7 +353,8 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
 
         observation = observe_url(metrics_url, window=window or DEFAULT_WINDOW_SECONDS, interval=interval,
                                   model_name=model_name, token_file=token_file, ca_bundle=ca_bundle)
-    dep, mix = _deployment(profile, batches, contexts, gamma_max, alpha, observed, observation, match)
+    dep, mix = _deployment(profile, batches, contexts, gamma_max, alpha, observed, observation, match,
+                           calibration)
     rec = run(dep)
     notes(rec.notes)
     if emit_kind:
@@ -561,11 +579,12 @@ def widthdepth(profile: str, positions: int, batch: int | None, alpha: float | N
 @click.option("--batch", type=click.IntRange(1, MAX_BATCH), help="Batch size, for the roofline speedup.")
 @click.option("--context", type=click.IntRange(0, MAX_CONTEXT),
               help="Context length, for the roofline speedup.")
+@calibration_option
 @output_option()
 def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | None,
             ep: int | None, dp: int | None, engine: str | None, alpha: float | None,
             gamma: int, draft_cost: float | None, drafter: str | None, batch: int | None,
-            context: int | None, fmt: str) -> None:
+            context: int | None, calibration: str | None, fmt: str) -> None:
     """Predicted speedup of one gamma.
 
     With only --alpha/--gamma/--draft-cost: the closed form of Leviathan et al. (2023, "Fast
@@ -597,6 +616,7 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | N
 
     warn_if_too_big(memory(target.model, target.drafter, target.gpu, target.parallelism, batch, context,
                            gamma), batch, context)
+    target = calibrated(target, calibration)
     emit(point_speedup_doc(target, batch, context, gamma, point_speedup(target, batch, context, gamma)), fmt)
 
 
@@ -734,8 +754,10 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
               help="With a directory SERVING_CONFIG: YAML mapping each manifest to its profile.")
 @click.option("--tolerance", type=FiniteFloatRange(0, 1), default=DEFAULT_CHECK_TOLERANCE, show_default=True,
               help="Largest acceptable shortfall from the recommended settings' speedup at any point.")
+@calibration_option
 @output_option()
 def check_command(serving_config: str, profile: str | None, profile_map: str | None, tolerance: float,
+                  calibration: str | None,
                   fmt: str) -> None:
     """Gate a deployed serving configuration against PROFILE's recommendation (for CI).
 
@@ -776,7 +798,7 @@ def check_command(serving_config: str, profile: str | None, profile_map: str | N
     if not profile:
         raise InputError("give --profile PROFILE (or a directory of manifests and --profiles MAP.yaml)")
     conf = read_serving_config(serving_config)
-    dep = load_deployment(profile)
+    dep = calibrated(load_deployment(profile), calibration)
     result = check(conf, dep, tolerance)
     for w in result.warnings:
         click.echo(f"spectune: warning: {w}", err=True)
@@ -788,6 +810,85 @@ def check_command(serving_config: str, profile: str | None, profile_map: str | N
     if result.exit_code:
         click.echo(f"spectune: check failed: {result.document['summary']}", err=True)
         sys.exit(result.exit_code)
+
+
+# --------------------------------------------------------------------------- init
+@cli.command("init")
+@click.option("--gpu", help="Built-in device (spectune profiles list gpus), e.g. h100-sxm or cpu.")
+@click.option("--model", help="Built-in model name, a Hugging Face config.json, or a snapshot folder.")
+@click.option("--drafter", default="ngram", show_default=True, help="Built-in drafter.")
+@click.option("--engine", help="Serving engine profile (vllm, sglang). Default: the server's, else vllm.")
+@click.option("--tp", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True)
+@click.option("--ep", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True)
+@click.option("--dp", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True)
+@click.option("--batch", "batches", multiple=True, type=click.IntRange(1, MAX_BATCH),
+              help="Operating batch sizes (repeatable). Default 1, 8, 64 (CPU: 1, 4, 16).")
+@click.option("--context", "contexts", multiple=True, type=click.IntRange(1, MAX_CONTEXT),
+              help="Context lengths (repeatable). Default 2048 (CPU: 256).")
+@click.option("--name", help="Profile name.")
+@click.option("--from-server", "server_url", metavar="URL",
+              help="Read the served model (its local config.json) and engine from a running server.")
+def init_command(gpu: str | None, model: str | None, drafter: str, engine: str | None, tp: int,
+                 ep: int, dp: int, batches: tuple[int, ...], contexts: tuple[int, ...],
+                 name: str | None, server_url: str | None) -> None:
+    """Write a starting deployment profile (commented YAML) to stdout.
+
+    \b
+      spectune init --gpu h100-sxm --model llama-3.1-8b --drafter ngram > p.yaml
+      spectune init --gpu cpu --model SNAPSHOT_DIR > p.yaml
+      spectune init --gpu cpu --from-server SERVER_URL > p.yaml
+    """
+    from spectune.init import profile_text, server_info
+
+    info = server_info(server_url) if server_url else None
+    if model is None and info is not None:
+        if info.path is None:
+            raise InputError(f"--from-server: the server serves {info.name!r} from a path spectune "
+                             "cannot read here; give --model NAME|config.json|folder")
+        model = info.path
+    if gpu is None or model is None:
+        raise InputError("give --gpu and --model (or --from-server URL for the model)")
+    cpu = gpu.lower() in ("cpu", "x86-cpu", "vllm-cpu")
+    click.echo(profile_text(gpu=gpu, model=model, drafter=drafter,
+                            engine=engine or (info.engine if info else "vllm"), tp=tp, ep=ep, dp=dp,
+                            batches=batches or ((1, 4, 16) if cpu else (1, 8, 64)),
+                            contexts=contexts or ((256,) if cpu else (2048,)), name=name,
+                            server=info), nl=False)
+
+
+# --------------------------------------------------------------------------- calibrate
+@cli.command("calibrate")
+@click.argument("observations", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--profile", required=True,
+              help="Deployment profile whose engine constants are fitted (file, '-' or shipped example).")
+@output_option()
+def calibrate_command(observations: tuple[str, ...], profile: str, fmt: str) -> None:
+    """Fit PROFILE's engine constants to the step times of observed windows.
+
+    OBSERVATIONS are `spectune observe -o yaml` files of the same server: with speculation
+    off and on, at one or more concurrencies (more windows identify more constants). Prints
+    each constant with its value and standard error, or 'not identifiable from these windows
+    (default kept)', and every window's measured and predicted step time.
+
+    \b
+      spectune calibrate OBS_OFF.yaml OBS_ON.yaml --profile PROFILE.yaml -o yaml > calib.yaml
+      spectune recommend PROFILE.yaml --calibration calib.yaml
+    """
+    from spectune.calibrate import CalibrationError
+    from spectune.calibration import calibrate_observations
+    from spectune.observe.faults import ObserveUsageError
+    from spectune.observe.observation import load_observation
+    from spectune.profiles import load_deployment
+
+    dep = load_deployment(profile)
+    try:
+        obs = [load_observation(o) for o in observations]
+        doc = calibrate_observations(dep, obs, list(observations))
+    except (CalibrationError, ObserveUsageError) as err:
+        raise InputError(str(err)) from None
+    for n in doc["notes"]:
+        click.echo(f"spectune: note: {n}", err=True)
+    emit(doc, fmt)
 
 
 # --------------------------------------------------------------------------- schema

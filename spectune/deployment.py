@@ -80,6 +80,12 @@ class Engine:
     price (used where a prefill is priced: serving-latency validation rows).
     With kernel-true costs (:mod:`spectune.cost.kernels`) kernel fixed costs are priced per
     component, so ``layer_overhead`` is 0 in the shipped profiles.
+    ``spec_sequence_cost``: per sequence in a speculative step (a CPU-side proposer such as
+    n-gram prompt lookup, per-request rejection sampling and draft bookkeeping), paid
+    whatever the draft length; 0 unless calibrated (``spectune calibrate``).
+    ``sequence_cost``: per sequence in every target pass (per-request scheduling, input
+    preparation, sampling and output processing on the host: small on a GPU engine, the
+    largest term of a CPU server's step); 0 unless calibrated.
     """
 
     name: str
@@ -94,6 +100,9 @@ class Engine:
     #: (e.g. a head the engine captures in a CUDA graph).
     draft_pass_overhead_by_kind: tuple[tuple[str, float], ...] = ()
     prefill_token_cost: float = 0.0
+
+    spec_sequence_cost: float = 0.0
+    sequence_cost: float = 0.0
 
     def draft_overhead(self, kind: str = "") -> float:
         """Fixed seconds of one drafter pass of a ``kind`` drafter."""
@@ -139,7 +148,13 @@ def workload_problem(batches: tuple[int, ...], contexts: tuple[int, ...]) -> str
 
 @dataclass(frozen=True)
 class Deployment:
-    """Everything a recommendation depends on."""
+    """Everything a recommendation depends on.
+
+    ``draft_fraction`` and ``draft_fill`` price variable-length drafts (n-gram) as observed:
+    a share ``draft_fraction`` of sequence steps carries a draft at all (prompt lookup finds
+    no match in the rest), of ``draft_fill * gamma`` tokens on average; so a verify checks
+    1 + draft_fraction * draft_fill * gamma tokens per sequence and yields
+    1 + draft_fraction * (m(gamma) - 1). Both 1 for a model drafter."""
 
     name: str
     gpu: GPU
@@ -152,3 +167,5 @@ class Deployment:
     gamma_max: int = 8
     tie_tolerance: float = 0.01
     tpot_slo: float | None = None  # seconds per output token a user may wait (``slo.tpot_ms``)
+    draft_fraction: float = 1.0
+    draft_fill: float = 1.0

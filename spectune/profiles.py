@@ -280,7 +280,7 @@ def load_gpu(name: str, doc: Doc | None = None, path: KeyPath = ()) -> GPU:
 ENGINE_KEYS = ("name", "aliases", "version", "pass_overhead_us", "layer_overhead_us",
                "draft_pass_overhead_us", "verify_token_cost_us", "spec_cycle_overhead_us",
                "spec_step_overhead_us", "draft_pass_overhead_by_kind_us", "prefill_token_cost_us",
-               "base")
+               "spec_sequence_cost_us", "sequence_cost_us", "base")
 
 
 def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None = None) -> Engine:
@@ -306,6 +306,8 @@ def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None
         # spec_step_overhead_us: the key's earlier name, still read.
         spec_step_overhead=us("spec_cycle_overhead_us",
                               us("spec_step_overhead_us", b.spec_step_overhead)),
+        spec_sequence_cost=us("spec_sequence_cost_us", b.spec_sequence_cost),
+        sequence_cost=us("sequence_cost_us", b.sequence_cost),
         version=str(v.get("version") or b.version),
         source=doc.file,
         draft_pass_overhead_by_kind=_by_kind(doc, (*path, "draft_pass_overhead_by_kind_us"),
@@ -510,7 +512,7 @@ def load_drafter(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Drafte
 # --------------------------------------------------------------------------- deployment
 DEPLOYMENT_KEYS = ("name", "description", "gpu", "model", "drafter", "parallelism", "engine",
                    "workload", "acceptance", "gamma_max", "tie_tolerance", "achievable",
-                   "routing", "slo")
+                   "routing", "slo", "calibration")
 ACCEPTANCE_KEYS = ("alpha", "per_position", "marginal", "mean_length", "drafts", "source")
 
 
@@ -614,8 +616,18 @@ def deployment_from_doc(doc: Doc) -> Deployment:
     if "slo" in v:
         s = _check_keys(doc, ("slo",), v["slo"], ("tpot_ms",), ("tpot_ms",))
         slo = _number(doc, ("slo", "tpot_ms"), s["tpot_ms"], hi=1e6) * 1e-3
-    return Deployment(name, gpu, model, drafter, par, engine, workload, acceptance, gamma_max, tol,
-                      tpot_slo=slo)
+    dep = Deployment(name, gpu, model, drafter, par, engine, workload, acceptance, gamma_max, tol,
+                     tpot_slo=slo)
+    if "calibration" in v:
+        from spectune.calibration import apply_calibration, load_calibration
+
+        ref = Path(_str(doc, ("calibration",), v["calibration"]))
+        if not ref.is_absolute() and doc.file not in ("<inline>", "<stdin>"):
+            ref = Path(doc.file).parent / ref
+        if not ref.is_file():
+            raise doc.error(("calibration",), f"calibration file not found: {ref}")
+        dep = apply_calibration(dep, load_calibration(ref))
+    return dep
 
 
 def load_deployment(ref: str) -> Deployment:

@@ -420,3 +420,29 @@ def _check_table(doc: Document, fmt: str) -> str:
     if doc["notes"]:
         tail += ["", "Notes:" if md else "notes:"] + [f"- {n}" for n in doc["notes"]]
     return text + ("\n".join(tail) + "\n" if tail else "")
+
+
+@table_for("Calibration")
+def _calibration_table(doc: Document, fmt: str) -> str:
+    rows = []
+    for c in doc["constants"]:
+        unit = c["unit"]
+        if c["identified"]:
+            err = "n/a" if c["stderr"] is None else f"± {c['stderr']:.3g}"
+            rows.append([c["name"], f"{c['value']:.4g} {unit}", err, f"{c['default']:.4g}"])
+        else:
+            rows.append([c["name"], f"{c['value']:.4g} {unit}", c.get("note", ""), f"{c['default']:.4g}"])
+    out = [grid(rows, ["constant", "value", "standard error", "default"], fmt)]
+    wrows = [[w["name"], "on" if w["speculative"] else "off", f"{w['batch']:.2f}", f"{w['width']:.3f}",
+              f"{w['context']:.0f}", f"{w['measured_step_ms']:.3f}", f"{w['predicted_step_ms']:.3f}",
+              f"{w['residual']:+.1%}"] for w in doc["windows"]]
+    out.append(grid(wrows, ["window", "spec", "batch", "verify width", "context", "measured ms",
+                            "predicted ms", "residual"], fmt))
+    fit = doc["fit"]
+    out.append(f"{fit['fitted']} constants fitted to {fit['windows']} windows; rms residual "
+               f"{fit['rms_residual']:.1%}")
+    d = doc.get("drafting")
+    if d:
+        out.append(f"drafting: {d['draft_fraction']:.1%} of sequence steps carried a draft, "
+                   f"filled to {d['draft_fill']:.1%} of K ({d['source']})")
+    return "\n".join(out) + "\n"

@@ -234,13 +234,39 @@ OBSERVATION = _doc("Observation", "spectune observe", "what was measured on a ru
         "prompt_tokens": _HIST, "generation_tokens": _HIST, "iteration_tokens": _HIST,
         "inter_token_latency_seconds": _HIST, "note": _nullable(STR),
     }),
-    "acceptance": _obj({"kind": {"enum": ["per-position", "mean-length"]},
-                        "conditional": _arr(FRACTION, 1), "source": STR}),
+    "acceptance": _nullable(_obj({"kind": {"enum": ["per-position", "mean-length"]},
+                                  "conditional": _arr(FRACTION, 1), "source": STR})),
     "notes": _arr(STR),
+    "steps": _nullable(_obj({
+        "engine_steps": _NNUM, "tokens_per_step": _NNUM, "sequence_steps": _NNUM,
+        "sequences_per_step": _NNUM, "step_seconds": _NNUM, "decode_seconds": _NNUM,
+        "mean_running": _NNUM, "mean_running_basis": STR, "gauge_mean_running": _NNUM,
+        "decode_context_tokens": _NNUM, "verify_width": _NNUM, "draft_fraction": _NNUM,
+        "generated_tokens": _NNUM, "time_per_output_token_seconds": _HIST,
+        "decode_time_seconds": _HIST,
+    }, description="engine step timing of the window (vLLM), for spectune calibrate")),
+    "speculative_config": _nullable({"type": "object"}),
     "labels": {"type": "object", "additionalProperties": STR,
                "description": "observe --prometheus: the group's labels (model_name and --by)"},
 }, required=["schema", "engine", "model_name", "source", "window", "speculation", "segments",
              "operating_point", "acceptance", "notes"])
+
+CALIBRATION = _doc("Calibration", "spectune calibrate", "engine constants fitted to observed step times", {
+    "schema": {"const": 1},
+    "profile": _obj({"name": STR, "gpu": STR, "model": STR, "drafter": STR, "engine": STR}),
+    "constants": _arr(_obj({
+        "name": {"enum": ["pass_overhead", "sequence_cost", "flops_fraction", "bandwidth_fraction",
+                          "spec_step_overhead",
+                          "spec_sequence_cost", "verify_token_cost", "draft_pass_overhead"]},
+        "unit": {"enum": ["us", "fraction"]}, "value": NUM, "stderr": _NNUM, "identified": BOOL,
+        "default": NUM, "note": STR,
+    }, required=["name", "unit", "value", "stderr", "identified", "default"])),
+    "drafting": _nullable(_obj({"draft_fraction": FRACTION, "draft_fill": FRACTION, "source": STR})),
+    "windows": _arr(_obj({"name": STR, "speculative": BOOL, "batch": NUM, "width": NUM, "context": NUM,
+                          "measured_step_ms": NUM, "predicted_step_ms": NUM, "residual": NUM})),
+    "fit": _obj({"windows": POS_INT, "fitted": NONNEG_INT, "rms_residual": _NNUM}),
+    "notes": _arr(STR),
+})
 
 _EMBEDDED_OBSERVATION = {k: v for k, v in OBSERVATION.items() if k not in ("$schema", "$id")}
 FLEET = _doc("Fleet", "spectune observe --prometheus",
@@ -296,7 +322,7 @@ WIDTH_DEPTH = _doc("WidthDepth", "spectune widthdepth",
 
 SCHEMAS: dict[str, Schema] = {s["title"]: s for s in (
     RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT, OBSERVATION,
-    WIDTH_DEPTH, FLEET, FLEET_REPORT, CHECK_SET)}
+    WIDTH_DEPTH, FLEET, FLEET_REPORT, CHECK_SET, CALIBRATION)}
 
 
 def kinds() -> dict[str, str]:

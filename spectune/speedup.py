@@ -60,13 +60,15 @@ def speedup_grid(dep: Deployment, batch: ArrayLike | None = None,
     S = s[None, :, None].astype(float)
     G = g[None, None, :].astype(float)
     args = (dep.model, dep.gpu, dep.parallelism, dep.engine)
-    T = verify_width(dep.drafter, G)  # gamma + 1, or a tree's num_draft_tokens
+    # gamma + 1, or a tree's num_draft_tokens; variable-length drafts (n-gram) verify their
+    # observed mean share of it (draft_fraction, draft_fill: 1 unless observed)
+    T = 1.0 + dep.draft_fraction * dep.draft_fill * (verify_width(dep.drafter, G) - 1.0)
     verify = step_cost(*args, B, T, S, achieved=achieved, speculative=G > 0).seconds
     verify = np.broadcast_to(verify, (len(b), len(s), len(g)))
     c0 = verify[..., 0]
     draft = draft_cost(dep.drafter, dep.gpu, dep.parallelism, dep.engine, B, G, S,
                        c0[..., None], achieved=achieved)
-    m = tree_expected_tokens(dep.acceptance, dep.drafter, g)
+    m = 1.0 + dep.draft_fraction * (tree_expected_tokens(dep.acceptance, dep.drafter, g) - 1.0)
     return SpeedupGrid(b, s, g, m, c0, verify, np.broadcast_to(draft, verify.shape))
 
 

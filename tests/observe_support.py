@@ -126,6 +126,7 @@ class MetricsServer:
     hits: int = 0
     tls: tuple[str, str] | None = None  # (certificate, key) PEM files: serve HTTPS
     other: dict[str, Reply] = field(default_factory=dict)  # replies for other paths (/version)
+    paths: dict[str, Reply] = field(default_factory=dict)  # fixed replies of other GET paths
 
     def __post_init__(self) -> None:
         owner = self
@@ -134,8 +135,9 @@ class MetricsServer:
             def do_GET(self) -> None:
                 with owner._lock:
                     owner.requests.append({"path": self.path, "headers": dict(self.headers)})
-                    if self.path.split("?")[0] in owner.other:
-                        reply = owner.other[self.path.split("?")[0]]
+                    extra = {**owner.other, **owner.paths}
+                    if self.path.split("?")[0] in extra:
+                        reply = extra[self.path.split("?")[0]]
                     elif self.path.split("?")[0] != "/metrics":
                         reply = Reply(404, "not found", "text/plain")
                     else:

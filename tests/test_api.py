@@ -80,7 +80,8 @@ def test_recommend_with_a_measured_observation(tmp_path: Path) -> None:
     rec = spectune.recommend(EXAMPLE, observation=path)
     assert rec.deployment.acceptance.rates == pytest.approx((0.8, 0.625, 0.4))
     assert set(rec.deployment.workload.batch_sizes) == {4, 16}  # the observed running counts
-    assert rec.deployment.workload.context_lengths == (17 + 64,)
+    # the context while decoding: prompt + half the generation
+    assert rec.deployment.workload.context_lengths == (17 + 64 // 2,)
     doc = json.loads(json.dumps(spectune.document(rec)))
     cli_doc = _json(["recommend", EXAMPLE, "--observed", str(path), "-o", "json"])
     # the command line prints the observation's notes on stderr; the library keeps them all

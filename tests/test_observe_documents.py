@@ -60,7 +60,8 @@ def test_operating_point_for_recommend() -> None:
     point = observation_operating_point(_fixture_observation())
     assert point["batch_sizes"] == [2] and point["batch_weights"] == [1.0]
     assert point["idle_fraction"] == pytest.approx(0.5) and point["mean_running"] == 1.0
-    assert point["context_lengths"] == [17 + 64] and point["mean_context_tokens"] == 81
+    # issue 9 (deliberate change): the context while decoding, prompt + half the generation
+    assert point["context_lengths"] == [17 + 32] and point["mean_context_tokens"] == 49
     log_point = observation_operating_point(load_log_observation())
     assert log_point["batch_sizes"] == [] and log_point["context_lengths"] == []
     assert any("unknown" in n for n in log_point["notes"])

@@ -90,8 +90,11 @@ def test_window_deltas_through_library() -> None:
     assert acc.rates == pytest.approx((0.8, 0.625, 0.4))
     assert srv.url in acc.source
     point = observation_operating_point(obs)
-    assert point["batch_sizes"] == [2, 3] and sum(point["batch_weights"]) == pytest.approx(1)
-    assert point["context_lengths"] == [17 + 64]
+    # issue 9 (deliberate change): Little's law over the inter-token latencies, not the gauge
+    assert obs.steps is not None and obs.steps.mean_running is not None
+    assert point["batch_sizes"] == [max(1, round(obs.steps.mean_running))]
+    assert point["batch_basis"].startswith("Little's law") and 2 <= point["mean_running"] <= 3  # gauge
+    assert point["context_lengths"] == [17 + 32]
     assert obs.operating_point.inter_token_latency_seconds is not None
     assert obs.operating_point.inter_token_latency_seconds.mean == pytest.approx(0.01)
 
@@ -292,12 +295,34 @@ def test_bare_host_port_gets_metrics_path() -> None:
 
 
 # --------------------------------------------------------------------------- speculation faults
-def test_speculation_not_enabled_fails_fast() -> None:
+def test_speculation_off_records_the_plain_decode_window() -> None:
+    """Issue 9 (deliberate change: this used to exit 7): a vLLM without speculation gives a
+    plain-decode window, exit 0, no acceptance, with the step timing calibration needs."""
     with MetricsServer(lambda n: ok(growing(n), spec=False)) as srv:
+        res = cli_run([srv.url, *CLI_FAST, "-o", "json", "--speculative-config", '{"method": "none"}'])
+        table = cli_run([srv.url, *CLI_FAST])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["acceptance"] is None and doc["speculation"]["drafts"] is None
+    steps = doc["steps"]
+    n = steps["engine_steps"] / 7  # scrapes between first and last: 7 engine steps each
+    assert steps["sequence_steps"] == pytest.approx(15 * n)
+    assert steps["step_seconds"] == pytest.approx(0.01)  # +0.15 s over +15 latencies per scrape
+    assert steps["sequences_per_step"] == pytest.approx(15 / 7)
+    assert steps["decode_seconds"] == pytest.approx(0.15 * n)
+    assert steps["mean_running"] == pytest.approx(0.15 * n / doc["window"]["seconds"], rel=1e-3)
+    assert steps["verify_width"] == 1.0 and steps["draft_fraction"] is None
+    assert doc["speculative_config"] == {"method": "none"}
+    assert "plain-decode window" in " ".join(doc["notes"])
+    assert table.exit_code == 0 and "acceptance: none" in table.stdout
+
+
+def test_speculation_not_enabled_on_sglang_fails_fast() -> None:
+    with MetricsServer(lambda n: Reply(200, "sglang:num_running_reqs 2\n")) as srv:
         res = cli_run([srv.url, "--window", "30", "-q"])  # would take 30 s if it waited
         assert srv.hits == 1
     line = one_line_error(res, EXIT_SPEC_DISABLED)
-    assert "not enabled" in line and "--speculative-config" in line
+    assert "not enabled" in line
 
 
 def test_not_an_llm_server() -> None:

@@ -142,18 +142,21 @@ REFERENCE_VOCAB = 128_256
 def overhead_seconds(model: Model, engine: Engine, par: Parallelism, B: Array, T: Array,
                      speculative: ArrayLike, role: str = "target", drafter_kind: str = "") -> Array:
     """Engine time outside the kernels' rooflines for one pass (seconds): a fixed cost per
-    pass and per layer; a target pass on the speculative path adds the speculative cycle's
-    fixed cost. Every pass on the speculative path (verify and drafter) pays a cost per token
-    whose logits it processes (B/dp * T per GPU), ``verify_token_cost`` scaled by its LM
-    head's vocabulary over :data:`REFERENCE_VOCAB` (softmax, top-k, rejection sampling and
-    the logits traffic grow with the vocabulary)."""
-    tokens = np.asarray(B, dtype=float) / par.dp * T
+    pass and per layer, and per sequence in a target pass; a target pass on the speculative
+    path adds the speculative cycle's fixed cost and a cost per sequence (B/dp). Every pass on
+    the speculative path (verify and drafter) pays a cost per token whose logits it processes
+    (B/dp * T per GPU), ``verify_token_cost`` scaled by its LM head's vocabulary over
+    :data:`REFERENCE_VOCAB` (softmax, top-k, rejection sampling and the logits traffic grow
+    with the vocabulary)."""
+    seqs = np.asarray(B, dtype=float) / par.dp
+    tokens = seqs * T
     per_token = engine.verify_token_cost * model.head_vocab / REFERENCE_VOCAB
     layers = engine.layer_overhead * model.n_layers
     if role == "draft":
         return engine.draft_overhead(drafter_kind) + layers + per_token * tokens
-    base = engine.pass_overhead + layers
-    return base + np.where(speculative, engine.spec_step_overhead + per_token * tokens, 0.0)
+    base = engine.pass_overhead + layers + engine.sequence_cost * seqs
+    spec = engine.spec_step_overhead + engine.spec_sequence_cost * seqs + per_token * tokens
+    return base + np.where(speculative, spec, 0.0)
 
 
 def step_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,

@@ -183,12 +183,16 @@ def observation_acceptance(obs: Observation) -> Acceptance:
 def observation_operating_point(obs: Observation) -> dict[str, Any]:
     """Where the server ran, for ``recommend``:
 
-    * ``batch_sizes`` — running-request counts seen (> 0), ascending; ``batch_weights`` —
-      the fraction of non-idle samples at each; ``idle_fraction`` — samples with none running;
-    * ``mean_running`` — mean over all samples (idle included);
-    * ``context_lengths`` — ``[round(mean prompt + mean generation)]`` tokens when both are
-      known (requests finished in the window), else ``[]``; ``mean_context_tokens`` the same
-      unrounded; ``mean_prompt_tokens``, ``mean_generation_tokens``;
+    * ``batch_sizes`` — ``[round(mean requests in decode)]`` by Little's law over the
+      inter-token latencies when the observation has step timing (at least half a request
+      on average), else the running-request counts the gauge samples saw (> 0), ascending;
+      ``batch_weights`` — 1, or the fraction of non-idle samples at each; ``batch_basis``
+      says which; ``idle_fraction`` — samples with none running;
+    * ``mean_running`` — mean of the gauge over all samples (idle included), the cross-check;
+    * ``context_lengths`` — ``[round(mean prompt + mean generation / 2)]`` tokens, the mean
+      context while decoding, when both are known (requests finished in the window), else
+      ``[]``; ``mean_context_tokens`` the same unrounded; ``mean_prompt_tokens``,
+      ``mean_generation_tokens``;
     * ``source`` and ``notes`` — what is unknown.
     """
     op = obs.operating_point
@@ -208,12 +212,21 @@ def observation_operating_point(obs: Observation) -> dict[str, Any]:
             notes.append("no request was running at any sample")
     else:
         notes.append("running requests: unknown")
+    out["batch_basis"] = "gauge samples of running requests"
+    little = obs.steps.mean_running if obs.steps is not None else None
+    if little is not None and little >= 0.5 and obs.steps is not None \
+            and obs.steps.mean_running_basis.startswith("Little"):
+        out["batch_sizes"], out["batch_weights"] = [max(1, round(little))], [1.0]
+        out["batch_basis"] = "Little's law over the inter-token latencies"
+        gauge = f"{out['mean_running']:.2f}" if out["mean_running"] is not None else "unknown"
+        notes.append(f"{little:.2f} requests in decode on average by Little's law (the gauge "
+                     f"samples said {gauge})")
     p = op.prompt_tokens.mean if op.prompt_tokens else None
     g = op.generation_tokens.mean if op.generation_tokens else None
     out["mean_prompt_tokens"], out["mean_generation_tokens"] = p, g
     if p is not None and g is not None:
-        out["mean_context_tokens"] = p + g
-        out["context_lengths"] = [max(1, round(p + g))]
+        out["mean_context_tokens"] = p + g / 2.0  # a request's context grows while it decodes
+        out["context_lengths"] = [max(1, round(p + g / 2.0))]
     else:
         notes.append("context length: unknown (no request finished in the window, or not exposed)")
     if op.note:

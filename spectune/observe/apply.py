@@ -23,14 +23,23 @@ class Applied:
 def apply_observation(dep: Deployment, obs: Observation, *, keep_batches: bool = False,
                       keep_contexts: bool = False) -> Applied:
     """Measured acceptance replaces the profile's; the observed batch sizes and context
-    length replace the profile's workload unless ``keep_*`` (explicit options win)."""
+    length replace the profile's workload unless ``keep_*`` (explicit options win). An
+    n-gram drafter is priced at the observed draft share and fill (issue 9)."""
     point = observation_operating_point(obs)
     batches = tuple(point["batch_sizes"]) if not keep_batches else ()
     contexts = tuple(point["context_lengths"]) if not keep_contexts else ()
     workload = Workload(batches or dep.workload.batch_sizes, contexts or dep.workload.context_lengths)
     mix = dict(zip(point["batch_sizes"], point["batch_weights"], strict=True)) or None
     notes = tuple(f"observed operating point: {n}" for n in point["notes"])
-    return Applied(replace(dep, acceptance=observation_acceptance(obs), workload=workload), mix, notes)
+    out = replace(dep, acceptance=observation_acceptance(obs), workload=workload)
+    t, s = obs.steps, obs.speculation
+    if dep.drafter.kind == "ngram" and t is not None and t.draft_fraction:
+        k = s.num_speculative_tokens
+        fill = min(1.0, s.mean_draft_length / k) if k and s.mean_draft_length else 1.0
+        out = replace(out, draft_fraction=t.draft_fraction, draft_fill=fill)
+        notes += (f"n-gram drafts priced as observed: {t.draft_fraction:.0%} of sequence steps "
+                  f"carried one, {fill:.0%} of K long on average",)
+    return Applied(out, mix, notes)
 
 
 def missing_mix_note(obs: Observation, where: str) -> str:

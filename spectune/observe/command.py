@@ -99,6 +99,9 @@ _EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>2}  {meaning}" for code, _,
 @click.option("--insecure", is_flag=True, help="Do not verify the TLS certificate.")
 @click.option("--num-speculative-tokens", type=click.IntRange(1, 64),
               help="Draft length K, for SGLang servers that do not show it.")
+@click.option("--speculative-config", "spec_config", metavar="JSON",
+              help="The server's --speculative-config, recorded in the document (the metrics do "
+                   "not show it), e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":3}'.")
 @click.option("--save-scrapes", type=click.Path(file_okay=False),
               help="Write every raw scrape (and index.json with times) to this folder.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
@@ -106,8 +109,8 @@ _EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>2}  {meaning}" for code, _,
 def observe(url: str | None, log_file: str | None, fmt: str, window: float | None, interval: float,
             model_name: str | None, timeout: float, retries: int, token_env: str, token_file: str | None,
             ca_bundle: str | None, insecure: bool, num_speculative_tokens: int | None,
-            save_scrapes: str | None, quiet: bool, prometheus: str | None, selector: str | None,
-            by: tuple[str, ...], at: str | None, org_id: str | None) -> None:
+            spec_config: str | None, save_scrapes: str | None, quiet: bool, prometheus: str | None,
+            selector: str | None, by: tuple[str, ...], at: str | None, org_id: str | None) -> None:
     """Measure speculative-decoding acceptance and the operating point of a running vLLM or
     SGLang server over a window, from its Prometheus /metrics at URL (host:port or a full
     URL), or from vLLM's log lines with --log.
@@ -139,6 +142,7 @@ def observe(url: str | None, log_file: str | None, fmt: str, window: float | Non
         return
     if window is None:
         window = DEFAULT_WINDOW_SECONDS
+    settings = _speculative_config(spec_config)
     if log_file is not None:
         from spectune.observe.log import observe_log
 
@@ -158,6 +162,10 @@ def observe(url: str | None, log_file: str | None, fmt: str, window: float | Non
                               ca_bundle=ca_bundle, insecure=insecure,
                               num_speculative_tokens=num_speculative_tokens, save_scrapes=save_scrapes,
                               progress=progress)
+    if settings is not None:
+        from dataclasses import replace
+
+        obs = replace(obs, speculative_config=settings)
     click.echo(render(obs.to_dict(), fmt), nl=False)
 
 
@@ -175,6 +183,24 @@ def observe_fleet(prometheus: str, *, window: float | None, interval: float, sel
                               token=resolve_token(token_env, token_file), ca_bundle=ca_bundle,
                               insecure=insecure, org_id=org_id,
                               num_speculative_tokens=num_speculative_tokens)
+
+
+def _speculative_config(text: str | None) -> dict[str, Any] | None:
+    """``--speculative-config`` JSON as a mapping (exit 2 on anything else)."""
+    if text is None:
+        return None
+    import json
+
+    from spectune.observe.faults import ObserveUsageError
+
+    try:
+        cfg = json.loads(text)
+    except ValueError as err:
+        raise ObserveUsageError(f"--speculative-config: not JSON ({err})") from None
+    if not isinstance(cfg, dict):
+        raise ObserveUsageError("--speculative-config: expected a JSON object, e.g. "
+                                '\'{"method": "ngram", "num_speculative_tokens": 3}\'')
+    return cfg
 
 
 def _stderr_is_terminal() -> bool:

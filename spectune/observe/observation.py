@@ -36,15 +36,34 @@ Counts are tokens or drafts over the window; times are ISO 8601 UTC; durations i
       iteration_tokens: {...}      # tokens per engine step
       inter_token_latency_seconds: {...}
       note: null                   # says what is unknown
-    acceptance:                    # what `recommend --observed` uses
+    acceptance:                    # what `recommend --observed` uses; null: speculation off
       kind: per-position           # or mean-length (SGLang, vLLM V0: i.i.d. alpha)
       conditional: [0.667, 0.625, 0.6]
       source: "vllm ... 96 drafts"
     notes: [...]
     labels: {model_name: ..., deployment: ...}   # only from `observe --prometheus`: the group
+    steps:                         # engine step timing (vLLM /metrics; null for logs, SGLang)
+      engine_steps: 132            # vllm:iteration_tokens_total count
+      tokens_per_step: 2.45        # its mean (prompt + generated tokens per step)
+      sequence_steps: 128          # decode steps summed over requests (inter-token latency count)
+      sequences_per_step: 0.97     # sequence_steps / engine_steps: the batch of a decode step
+      step_seconds: 0.0016         # inter-token latency mean: one decode step as requests see it
+      decode_seconds: 0.206        # inter-token latency sum: request-seconds spent decoding
+      mean_running: 0.85           # Little's law: decode_seconds / window seconds
+      mean_running_basis: "..."    # how mean_running was found
+      gauge_mean_running: 1.2      # vllm:num_requests_running over the samples (cross-check)
+      decode_context_tokens: 81    # prompt + half the generation: the mean context while decoding
+      verify_width: 2.81           # 1 + draft tokens / sequence_steps: tokens verified per sequence
+      draft_fraction: 0.75         # drafts / sequence_steps: share of sequence steps with a draft
+      generated_tokens: 256        # vllm:generation_tokens_total delta
+      time_per_output_token_seconds: {...}   # histogram deltas, requests finished in the window
+      decode_time_seconds: {...}
+    speculative_config: {method: ngram, num_speculative_tokens: 3}  # as given (--speculative-config)
 
-Histogram ``buckets`` are cumulative counts of the window's observations with upper
-bound ``le``; the +Inf bucket is left out (it equals ``count``).
+``steps`` and ``speculative_config`` are optional on load (documents written before they
+existed read back with them null). Histogram ``buckets`` are cumulative counts of the
+window's observations with upper bound ``le``; the +Inf bucket is left out (it equals
+``count``).
 """
 
 from __future__ import annotations
@@ -171,6 +190,48 @@ class OperatingPoint:
 
 
 @dataclass(frozen=True)
+class StepTiming:
+    """Engine step timing over the window (vLLM V1 /metrics), for calibration.
+
+    ``engine_steps``: engine iterations (``vllm:iteration_tokens_total`` count);
+    ``tokens_per_step``: their mean tokens (prompt + generated); ``sequence_steps``: decode
+    steps summed over requests (one inter-token latency each); ``sequences_per_step`` =
+    sequence_steps / engine_steps; ``step_seconds``: mean inter-token latency (seconds, one
+    decode step as a request sees it); ``decode_seconds``: sum of inter-token latencies
+    (request-seconds in decode); ``mean_running``: requests in decode by Little's law,
+    decode_seconds / window seconds; ``gauge_mean_running``: the sampled
+    ``vllm:num_requests_running`` mean (a cross-check: 5-second samples of a gauge miss
+    short requests); ``decode_context_tokens``: mean prompt + half the mean generation
+    (tokens in the KV cache on average while decoding); ``verify_width``: 1 + draft tokens
+    per sequence step (tokens verified per sequence per step; 1 without speculation);
+    ``draft_fraction``: drafts / sequence steps (n-gram proposes nothing when no match);
+    ``generated_tokens``: the window's generated tokens."""
+
+    engine_steps: float | None
+    tokens_per_step: float | None
+    sequence_steps: float | None
+    sequences_per_step: float | None
+    step_seconds: float | None
+    decode_seconds: float | None
+    mean_running: float | None
+    mean_running_basis: str
+    gauge_mean_running: float | None
+    decode_context_tokens: float | None
+    verify_width: float | None
+    draft_fraction: float | None
+    generated_tokens: float | None
+    time_per_output_token_seconds: HistogramSummary | None = None
+    decode_time_seconds: HistogramSummary | None = None
+
+
+#: Numeric fields of :class:`StepTiming`, in document order (histograms and basis apart).
+STEP_NUMBERS = ("engine_steps", "tokens_per_step", "sequence_steps", "sequences_per_step",
+                "step_seconds", "decode_seconds", "mean_running")
+STEP_NUMBERS_2 = ("gauge_mean_running", "decode_context_tokens", "verify_width", "draft_fraction",
+                  "generated_tokens")
+
+
+@dataclass(frozen=True)
 class AcceptanceInfo:
     """The acceptance handed to ``recommend``: conditional rates a_1..a_K and their source.
     ``kind`` per-position (measured per position) or mean-length (i.i.d. alpha)."""
@@ -191,11 +252,18 @@ class Observation:
     speculation: Speculation
     segments: tuple[SegmentInfo, ...]
     operating_point: OperatingPoint
-    acceptance: AcceptanceInfo
+    acceptance: AcceptanceInfo | None
     notes: tuple[str, ...] = ()
     #: the group's labels when the observation comes from Prometheus (``observe --prometheus``):
     #: model_name and the ``--by`` labels; empty for one server or a log
     labels: dict[str, str] = field(default_factory=dict)
+    steps: StepTiming | None = None
+    speculative_config: dict[str, Any] | None = None
+
+    @property
+    def speculative(self) -> bool:
+        """Whether speculation ran in the window (False: a plain-decode window)."""
+        return self.acceptance is not None
 
     def to_dict(self) -> dict[str, Any]:
         return observation_to_dict(self)
@@ -205,6 +273,10 @@ class Observation:
         return observation_from_dict(doc, where)
 
     def to_acceptance(self) -> Acceptance:
+        if self.acceptance is None:
+            raise ObserveUsageError(
+                f"the observation of {self.source.where} is a plain-decode window (speculation "
+                "off): it has no acceptance; use it with `spectune calibrate`")
         return Acceptance(tuple(self.acceptance.conditional), self.acceptance.source)
 
 
@@ -322,12 +394,26 @@ def observation_to_dict(o: Observation) -> dict[str, Any]:
             "inter_token_latency_seconds": _hist(op.inter_token_latency_seconds),
             "note": op.note,
         },
-        "acceptance": {"kind": o.acceptance.kind,
-                       "conditional": [num(c) for c in o.acceptance.conditional],
-                       "source": o.acceptance.source},
+        "acceptance": None if o.acceptance is None else {
+            "kind": o.acceptance.kind,
+            "conditional": [num(c) for c in o.acceptance.conditional],
+            "source": o.acceptance.source},
         "notes": list(o.notes),
         **({"labels": dict(o.labels)} if o.labels else {}),
+        "steps": _steps(o.steps),
+        "speculative_config": o.speculative_config,
     })
+
+
+def _steps(t: StepTiming | None) -> dict[str, Any] | None:
+    if t is None:
+        return None
+    out: dict[str, Any] = {k: num(getattr(t, k)) for k in STEP_NUMBERS}
+    out["mean_running_basis"] = t.mean_running_basis
+    out.update({k: num(getattr(t, k)) for k in STEP_NUMBERS_2})
+    out["time_per_output_token_seconds"] = _hist(t.time_per_output_token_seconds)
+    out["decode_time_seconds"] = _hist(t.decode_time_seconds)
+    return out
 
 
 # --------------------------------------------------------------------------- from dict
@@ -541,12 +627,26 @@ def observation_from_dict(doc: Any, where: str = "observation",
     if sum(lengths) > MAX_CONTEXT:
         raise r.fail("operating_point", f"mean prompt + generation length {sum(lengths):g} tokens is above "
                                         f"{MAX_CONTEXT:,} (the longest context spectune evaluates)")
-    a = r.map(r.key(d, "acceptance", ""), "acceptance")
-    cond = r.nums(a, "conditional", "acceptance", hi=1.0)
-    if not cond:
-        raise r.fail("acceptance.conditional", "expected rates in [0, 1], at least one")
-    if len(cond) > MAX_POSITIONS:
-        raise r.fail("acceptance.conditional", f"{len(cond)} positions; at most {MAX_POSITIONS}")
+    acc_info = None
+    if r.key(d, "acceptance", "") is not None:
+        a = r.map(d["acceptance"], "acceptance")
+        cond = r.nums(a, "conditional", "acceptance", hi=1.0)
+        if not cond:
+            raise r.fail("acceptance.conditional", "expected rates in [0, 1], at least one")
+        if len(cond) > MAX_POSITIONS:
+            raise r.fail("acceptance.conditional", f"{len(cond)} positions; at most {MAX_POSITIONS}")
+        acc_info = AcceptanceInfo(r.string(a, "kind", "acceptance"), cond,
+                                  r.string(a, "source", "acceptance"))
+    steps = None
+    if d.get("steps") is not None:
+        sm = r.map(d["steps"], "steps")
+        nums = {k: r.opt_num(sm, k, "steps") for k in (*STEP_NUMBERS, *STEP_NUMBERS_2)}
+        steps = StepTiming(**nums, mean_running_basis=r.string(sm, "mean_running_basis", "steps"),
+                           time_per_output_token_seconds=r.hist(sm, "time_per_output_token_seconds", "steps"),
+                           decode_time_seconds=r.hist(sm, "decode_time_seconds", "steps"))
+    spec_cfg = d.get("speculative_config")
+    if spec_cfg is not None:
+        spec_cfg = r.map(spec_cfg, "speculative_config")
     notes = r.list(d, "notes", "")
     for i, n in enumerate(notes):
         if not isinstance(n, str):
@@ -574,9 +674,10 @@ def observation_from_dict(doc: Any, where: str = "observation",
             r.opt_str(s, "per_position_note", "speculation"), r.string(s, "basis", "speculation")),
         segments=tuple(segs),
         operating_point=op,
-        acceptance=AcceptanceInfo(r.string(a, "kind", "acceptance"), cond,
-                                  r.string(a, "source", "acceptance")),
+        acceptance=acc_info,
         notes=tuple(notes),
+        steps=steps,
+        speculative_config=spec_cfg,
     )
 
 

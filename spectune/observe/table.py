@@ -24,6 +24,24 @@ def _hist_row(h: dict[str, Any] | None, what: str, unit: str, scale: float = 1.0
     return f"mean {mean * scale:.{digits}f} {unit} over {h['count']:,} {what}"
 
 
+def _step_rows(t: dict[str, Any]) -> list[list[str]]:
+    def f(key: str, spec: str = "{:,.2f}", scale: float = 1.0) -> str:
+        v = t.get(key)
+        return "n/a" if v is None else spec.format(v * scale)
+
+    return [
+        ["engine steps", f("engine_steps", "{:,.0f}")],
+        ["tokens per step", f("tokens_per_step")],
+        ["sequences per decode step", f("sequences_per_step")],
+        ["decode step (mean inter-token latency)", f("step_seconds", "{:.2f} ms", 1e3)],
+        ["mean running (Little's law)", f("mean_running")],
+        ["mean running (gauge samples)", f("gauge_mean_running")],
+        ["context while decoding", f("decode_context_tokens", "{:,.0f} tokens")],
+        ["verify width (1 + draft tokens / sequence step)", f("verify_width", "{:.3f}")],
+        ["share of sequence steps with a draft", f("draft_fraction", "{:.1%}")],
+    ]
+
+
 def observation_table(doc: Document, fmt: str) -> str:
     eng, win, spec = doc["engine"], doc["window"], doc["speculation"]
     op, acc = doc["operating_point"], doc["acceptance"]
@@ -83,9 +101,17 @@ def observation_table(doc: Document, fmt: str) -> str:
                   _n(s.get("accepted_tokens")), s.get("reset_before") or ""] for i, s in enumerate(segs)]
         out.append(grid(srows, ["segment", "start", "seconds", "samples", "drafts", "accepted",
                                 "reset before it"], fmt))
-    rates = ", ".join(f"{r:.3f}" for r in acc["conditional"])
-    out.append(f"acceptance for recommend ({acc['kind']}): a = [{rates}]")
-    out.append(f"  source: {acc['source']}")
+    steps = doc.get("steps")
+    if steps:
+        out.append(grid(_step_rows(steps), ["engine steps", "value"], fmt))
+    if acc:
+        rates = ", ".join(f"{r:.3f}" for r in acc["conditional"])
+        out.append(f"acceptance for recommend ({acc['kind']}): a = [{rates}]")
+        out.append(f"  source: {acc['source']}")
+    else:
+        out.append("acceptance: none (speculation off: a plain-decode window, for `spectune calibrate`)")
+    if doc.get("speculative_config"):
+        out.append(f"speculative config (as given): {doc['speculative_config']}")
     for n in doc.get("notes") or []:
         out.append(f"note: {n}")
     return "\n".join(out) + "\n"

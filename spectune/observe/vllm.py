@@ -22,11 +22,22 @@ sample), and deltas of the histograms ``vllm:request_prompt_tokens``,
 ``vllm:request_generation_tokens`` (requests that finished in the window),
 ``vllm:iteration_tokens_total`` (tokens per engine step) and
 ``vllm:inter_token_latency_seconds`` (V0: ``vllm:time_per_output_token_seconds``).
+
+Step timing (:class:`~spectune.observe.observation.StepTiming`): V1 observes one
+inter-token latency per request per decode step (all tokens a step emits for a request
+count as one), so its window delta gives the decode steps summed over requests (count)
+and the request-seconds spent decoding (sum); by Little's law the mean number of requests
+in decode is that sum over the window's length, exact for the window, where 5-second
+samples of the ``num_requests_running`` gauge miss short bursts. Engine steps are the
+``iteration_tokens_total`` count. Without any ``spec_decode`` metric the server runs
+plain decode: the window is recorded without acceptance (``flavour`` ``none``), which is
+what calibration needs as its baseline.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import NamedTuple
 
 import spectune.observe.exposition as _exposition
@@ -42,6 +53,7 @@ from spectune.observe.observation import (
     SegmentInfo,
     Source,
     Speculation,
+    StepTiming,
     Window,
     distribution,
     histogram_summary,
@@ -70,9 +82,13 @@ PROMPT = "vllm:request_prompt_tokens"
 GENERATION = "vllm:request_generation_tokens"
 ITERATION = "vllm:iteration_tokens_total"
 ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
+TPOT = "vllm:request_time_per_output_token_seconds"
+DECODE_TIME = "vllm:request_decode_time_seconds"
+GENERATED = "vllm:generation_tokens_total"
 
 V1_METRICS = "vllm:spec_decode_* counters (V1 engine, per-position)"
 V0_METRICS = "vllm:spec_decode_* counters (V0 engine: accepted/draft/emitted, no per-position)"
+PLAIN_METRICS = "vllm: step histograms only (speculation off)"
 
 
 def is_vllm(expo: Exposition) -> bool:
@@ -100,7 +116,8 @@ def _select(model: str | None) -> Callable[[Series], bool] | None:
 
 
 def flavour(expo: Exposition, model: str | None) -> str:
-    """``v1`` or ``v0`` spec-decode metrics; raises :class:`SpeculationNotEnabled` without any."""
+    """``v1`` or ``v0`` spec-decode metrics, or ``none`` (plain decode) when the server shows
+    none but does show its step histograms; raises :class:`SpeculationNotEnabled` otherwise."""
     where = _select(model)
     if expo.get(DRAFTS, where):
         return "v1"
@@ -108,6 +125,8 @@ def flavour(expo: Exposition, model: str | None) -> str:
         return "v0"
     if expo.get(ACCEPTED, where) and expo.get(DRAFT_TOKENS, where):
         return "v0"
+    if expo.get(ITERATION + "_count", where) and expo.get(ITL[0] + "_count", where):
+        return "none"
     about = f" for model {model!r}" if model else ""
     raise SpeculationNotEnabled(
         f"speculative decoding is not enabled on this vLLM server{about}: its /metrics has no "
@@ -193,6 +212,10 @@ def analyse(capture: Capture, model: str | None, kind: str | None = None) -> Obs
         if g.samples == 1 and len(segs) > 1:
             notes.append(f"segment starting {iso(g.start)} has a single sample: no deltas from it")
 
+    version = capture.engine_version
+    if kind == "none":
+        return _plain(capture, model, segs, seg_info, notes)
+
     # ---- which segments make the acceptance
     if kind == "v0" and all(r.emitted is None for r in rows):
         raise SpeculationNotEnabled(
@@ -227,7 +250,6 @@ def analyse(capture: Capture, model: str | None, kind: str | None = None) -> Obs
     k_pos = max(per_pos) + 1 if per_pos else None
     accepted_pp = tuple(per_pos.get(i, 0.0) for i in range(k_pos)) if k_pos else ()
 
-    version = capture.engine_version
     vtxt = f"vLLM {version}" if version else "vLLM"
     mtxt = f", model {model}" if model else ""
     when = f"{iso(times[0])} + {seconds:.0f} s"
@@ -256,16 +278,7 @@ def analyse(capture: Capture, model: str | None, kind: str | None = None) -> Obs
                                           "i.i.d. alpha from mean acceptance length")
         acceptance = AcceptanceInfo("mean-length", iid.rates, iid.source)
 
-    # ---- operating point (all samples for the gauge; in-segment deltas for histograms)
-    running = [float(sum(s.value for s in e.get(RUNNING, where))) for e in snaps if e.has(RUNNING)]
-    op = OperatingPoint(
-        running=distribution(running),
-        prompt_tokens=histogram_summary(_hist(snaps, segs, (PROMPT,), where)),
-        generation_tokens=histogram_summary(_hist(snaps, segs, (GENERATION,), where)),
-        iteration_tokens=histogram_summary(_hist(snaps, segs, (ITERATION,), where)),
-        inter_token_latency_seconds=histogram_summary(_hist(snaps, segs, ITL, where)),
-        note="prompt/generation lengths are those of requests that finished in the window; "
-             "running requests are sampled at each scrape")
+    op, steps = _operating_point(capture, model, segs, spec)
     return Observation(
         engine=EngineInfo("vllm", version, V1_METRICS if kind == "v1" else V0_METRICS),
         model_name=model,
@@ -277,4 +290,92 @@ def analyse(capture: Capture, model: str | None, kind: str | None = None) -> Obs
         operating_point=op,
         acceptance=acceptance,
         notes=tuple(notes),
+        steps=steps,
+    )
+
+
+def _operating_point(capture: Capture, model: str | None, segs: Sequence[Segment],
+                     spec: Speculation | None) -> tuple[OperatingPoint, StepTiming]:
+    """The operating point (all samples for the gauge; in-segment deltas for histograms) and
+    the step timing of the window."""
+    snaps = [s.exposition for s in capture.snapshots]
+    where = _select(model)
+    running = [float(sum(s.value for s in e.get(RUNNING, where))) for e in snaps if e.has(RUNNING)]
+    prompt = _hist(snaps, segs, (PROMPT,), where)
+    gen = _hist(snaps, segs, (GENERATION,), where)
+    it = _hist(snaps, segs, (ITERATION,), where)
+    itl = _hist(snaps, segs, ITL, where)
+    op = OperatingPoint(
+        running=distribution(running),
+        prompt_tokens=histogram_summary(prompt),
+        generation_tokens=histogram_summary(gen),
+        iteration_tokens=histogram_summary(it),
+        inter_token_latency_seconds=histogram_summary(itl),
+        note="prompt/generation lengths are those of requests that finished in the window; "
+             "running requests are sampled at each scrape")
+    covered = sum(g.seconds for g in segs)  # seconds inside segments: what the deltas cover
+    generated: float | None = None
+    for g in segs:
+        d = summed_delta(snaps[g.first], snaps[g.last], GENERATED, where)
+        if d is not None:
+            generated = (generated or 0.0) + d
+    seq_steps = itl.count if itl is not None and itl.count > 0 else None
+    engine_steps = it.count if it is not None and it.count > 0 else None
+    decode_s = itl.sum if itl is not None else None
+    drafted = spec.draft_tokens if spec is not None else 0.0
+    drafts = spec.drafts if spec is not None else 0.0
+    gauge = op.running.mean if op.running is not None else None
+    if decode_s is not None and covered > 0:
+        mean_running: float | None = decode_s / covered
+        basis = ("Little's law: inter-token latency sum / window seconds (request-seconds in decode "
+                 "per second)")
+    else:
+        mean_running, basis = gauge, "sampled vllm:num_requests_running (no inter-token latencies)"
+    ctx = None
+    if prompt is not None and gen is not None and prompt.mean is not None and gen.mean is not None:
+        ctx = prompt.mean + gen.mean / 2.0
+    steps = StepTiming(
+        engine_steps=engine_steps,
+        tokens_per_step=it.mean if it is not None else None,
+        sequence_steps=seq_steps,
+        sequences_per_step=seq_steps / engine_steps if seq_steps and engine_steps else None,
+        step_seconds=itl.mean if itl is not None else None,
+        decode_seconds=decode_s,
+        mean_running=mean_running,
+        mean_running_basis=basis,
+        gauge_mean_running=gauge,
+        decode_context_tokens=ctx,
+        verify_width=1.0 + (drafted or 0.0) / seq_steps if seq_steps else None,
+        draft_fraction=min(1.0, (drafts or 0.0) / seq_steps) if seq_steps and spec is not None else None,
+        generated_tokens=generated,
+        time_per_output_token_seconds=histogram_summary(_hist(snaps, segs, (TPOT,), where)),
+        decode_time_seconds=histogram_summary(_hist(snaps, segs, (DECODE_TIME,), where)),
+    )
+    return op, steps
+
+
+def _plain(capture: Capture, model: str | None, segs: Sequence[Segment],
+           seg_info: tuple[SegmentInfo, ...], notes: list[str]) -> Observation:
+    """A window of a vLLM server running without speculation: step timing, no acceptance."""
+    times = [s.time for s in capture.snapshots]
+    seg_info = tuple(replace(g, drafts=None, draft_tokens=None, accepted_tokens=None) for g in seg_info)
+    spec = Speculation(None, None, None, None, None, None, None, None,
+                       "speculation is off on this server", "speculation off (no vllm:spec_decode_* metrics)")
+    op, steps = _operating_point(capture, model, segs, None)
+    if not steps.sequence_steps:
+        notes.append("no decode steps in the window: send traffic or widen --window")
+    notes.append("plain-decode window (speculation off): no acceptance; step timing for "
+                 "`spectune calibrate`")
+    return Observation(
+        engine=EngineInfo("vllm", capture.engine_version, PLAIN_METRICS),
+        model_name=model,
+        source=Source("metrics", capture.source),
+        window=Window(iso(times[0]), iso(times[-1]), times[-1] - times[0], capture.interval_seconds,
+                      len(times), capture.failed_samples),
+        speculation=spec,
+        segments=seg_info,
+        operating_point=op,
+        acceptance=None,
+        notes=tuple(notes),
+        steps=steps,
     )

