@@ -375,9 +375,11 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
 @click.option("-o", "--output", "fmt", default="html", show_default=True, type=click.Choice(["html"]),
               help="Output format: one self-contained HTML page (no network needed to view it).")
 @_what_if_options
+@calibration_option
 @quiet_option
 def report_command(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
-                   gamma_max: int | None, alpha: float | None, observed: str | None) -> None:
+                   gamma_max: int | None, alpha: float | None, observed: str | None,
+                   calibration: str | None) -> None:
     """An HTML report for PROFILE: why gamma* changes with batch size and context.
 
     A gamma* heatmap over batch x context coloured by speedup, Sp(gamma) curves, the verify
@@ -395,7 +397,8 @@ def report_command(profile: str, fmt: str, batches: tuple[int, ...], contexts: t
     from spectune.render import _clean
     from spectune.report import report_html
 
-    dep, mix = _deployment(profile, batches, contexts, gamma_max, alpha, observed)
+    dep, mix = _deployment(profile, batches, contexts, gamma_max, alpha, observed,
+                           calibration=calibration)
     rec = run(dep)
     notes(rec.notes)
     doc = _clean(recommendation_doc(rec))

@@ -4,7 +4,9 @@ the closed loop on a real vLLM is tests/test_closed_loop_vllm.py)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -193,6 +195,15 @@ def test_calibrate_cli_document_and_recommend(tmp_path: Path) -> None:
     sp = CliRunner().invoke(cli, ["speedup", "--profile", str(p), "--gamma", "2", "--batch", "4",
                                   "--context", "256", "--calibration", str(calib), "-o", "json"])
     assert sp.exit_code == 0, sp.output
+    if importlib.util.find_spec("matplotlib") is not None:
+        # the report draws the calibrated recommendation: its heatmap cells are the flag's points
+        page = CliRunner().invoke(cli, ["report", str(p), "--calibration", str(calib)])
+        assert page.exit_code == 0, page.output
+        cells = re.findall(r'data-batch="(\d+)" data-context="(\d+)" data-gamma="(\d+)" '
+                           r'data-speedup="([0-9.e+-]+)"', page.stdout)
+        want = {(p["batch"], p["context"]): (p["gamma"], p["speedup"])
+                for p in json.loads(flag.stdout)["points"] if p["feasible"]}
+        assert cells and {(int(b), int(c)): (int(g), float(x)) for b, c, g, x in cells} == want
 
 
 @pytest.mark.parametrize("case", ["one-window", "log", "not-calibration", "bad-value"])
