@@ -214,6 +214,12 @@ def observation_operating_point(obs: Observation) -> dict[str, Any]:
         notes.append("running requests: unknown")
     out["batch_basis"] = "gauge samples of running requests"
     little = obs.steps.mean_running if obs.steps is not None else None
+    if obs.source.kind == "prometheus" and little is not None:
+        # A Prometheus group sums the decode time of all its replicas: Little's law would give
+        # the requests in decode of the whole group, not one server's batch.
+        notes.append("Little's law not applied to a group of replicas (it would add them up): "
+                     "the running-request samples of each replica are used")
+        little = None
     if little is not None and little >= 0.5 and obs.steps is not None \
             and obs.steps.mean_running_basis.startswith("Little"):
         out["batch_sizes"], out["batch_weights"] = [max(1, round(little))], [1.0]
