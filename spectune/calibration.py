@@ -29,7 +29,7 @@ Units: ``us`` constants are microseconds in the document (seconds in the library
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,8 @@ class Calibration:
     constants: dict[str, float]
     drafting: Drafting | None
     where: str = ""
+    #: what the constants were fitted for (``gpu``, ``model``, ``engine``), from the document
+    fitted_for: dict[str, str] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- observations
@@ -194,7 +196,10 @@ def calibration_from_dict(doc: Any, where: str) -> Calibration:
                 raise bad(f"drafting.{k}", f"expected a number in (0, 1], got {v!r}")
             nums.append(float(v))
         drafting = Drafting(nums[0], nums[1], str(dr.get("source") or ""))
-    return Calibration(values, drafting, where)
+    prof = doc.get("profile")
+    fitted_for = ({k: str(prof[k]) for k in ("gpu", "model", "engine") if isinstance(prof.get(k), str)}
+                  if isinstance(prof, dict) else {})
+    return Calibration(values, drafting, where, fitted_for)
 
 
 def load_calibration(path: str | Path) -> Calibration:
@@ -206,7 +211,15 @@ def load_calibration(path: str | Path) -> Calibration:
 
 
 def apply_calibration(dep: Deployment, cal: Calibration) -> Deployment:
-    """``dep`` with the fitted constants, and the observed drafting for n-gram drafters."""
+    """``dep`` with the fitted constants, and the observed drafting for n-gram drafters.
+    Constants fitted for another GPU, model or engine would price this deployment with another
+    server's costs: InputError naming both sides."""
+    mine = {"gpu": dep.gpu.key, "model": dep.model.name, "engine": dep.engine.name}
+    other = [f"{k}: fitted for {v!r}, the profile has {mine[k]!r}"
+             for k, v in cal.fitted_for.items() if v.lower() != str(mine[k]).lower()]
+    if other:
+        raise InputError("the calibration was fitted for another deployment (" + "; ".join(other)
+                         + "): calibrate on this deployment's own observations", cal.where)
     out = with_constants(dep, cal.constants)
     if cal.drafting is not None and dep.drafter.kind == "ngram":
         out = replace(out, draft_fraction=cal.drafting.draft_fraction, draft_fill=cal.drafting.draft_fill)

@@ -998,9 +998,11 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
             sp_u = float(rec.speedup_star[i, j])
             shortfall = 1.0 - sp_c / sp_r
             slows = sp_c < 1.0 - 1e-9
-            ok = shortfall <= tolerance and not slows
+            # a point whose KV cache does not fit cannot run: reported, not gated
+            feasible = bool(rec.feasible[i, j])
+            ok = not feasible or (shortfall <= tolerance and not slows)
             failing += not ok
-            if 1.0 - sp_r / sp_u > gap[0]:
+            if feasible and 1.0 - sp_r / sp_u > gap[0]:
                 gap = (1.0 - sp_r / sp_u, int(b), int(s))
             plain = float(b) / float(rec.grid.c0[i, j])
             point = {
@@ -1008,20 +1010,21 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
                 "configured_gamma": g, "configured_speedup": sig(sp_c, 4),
                 "recommended_gamma": g_r, "recommended_speedup": sig(sp_r, 4),
                 "unconstrained_gamma": int(rec.gamma_star[i, j]), "unconstrained_speedup": sig(sp_u, 4),
-                "shortfall": sig(shortfall, 4), "slows_down": slows, "ok": ok,
+                "shortfall": sig(shortfall, 4), "slows_down": slows, "feasible": feasible, "ok": ok,
                 "plain_tokens_per_s": sig(plain, 5),
                 "configured_tokens_per_s": sig(plain * sp_c, 5),
                 "recommended_tokens_per_s": sig(plain * sp_r, 5),
             }
             points.append(point)
-            if worst is None or shortfall > worst["shortfall"]:
+            if feasible and (worst is None or shortfall > worst["shortfall"]):
                 worst = {"batch": int(b), "context": int(s), "shortfall": shortfall}
-    assert worst is not None
+    if worst is None:  # no operating point fits in memory (the loader refuses weights that do not)
+        worst = {"batch": int(rec.grid.batch[0]), "context": int(rec.grid.context[0]), "shortfall": 0.0}
     worst["shortfall"] = sig(worst["shortfall"], 4)
     exit_code = int(EXIT_GATE_FAILED if failing else EXIT_OK)
     n = len(points)
     if failing:
-        slow = sum(p["slows_down"] for p in points)
+        slow = sum(p["slows_down"] and p["feasible"] for p in points)
         summary = (f"{failing} of {n} operating points fail: "
                    f"worst leaves {max(worst['shortfall'], 0) * 100:.1f}% of the recommended settings' "
                    f"speedup ({ref.label}) on the table (batch {worst['batch']}, context {worst['context']})"

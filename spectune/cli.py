@@ -486,7 +486,7 @@ def common_options(fn: F) -> F:
 @click.option("--context", type=click.IntRange(0, MAX_CONTEXT), required=True,
               help="Tokens in each KV cache (S).")
 @click.option("--peak", is_flag=True, help="Use peak rates instead of achievable fractions.")
-@click.option("--coactivation", type=click.FloatRange(0, 1),
+@click.option("--coactivation", type=FiniteFloatRange(0, 1),
               help="MoE routing: share F of a token's experts the previous position of its sequence "
                    "also used; overrides the profile's routing. 0 with no skew = uniform.")
 @output_option()
@@ -525,12 +525,12 @@ def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None
 @click.option("--batch", type=click.IntRange(1, MAX_BATCH),
               help="Sequences when N is spent as depth; each verifies N / batch positions "
                    "(default N / 2: one draft each).")
-@click.option("--alpha", type=click.FloatRange(0, 1),
+@click.option("--alpha", type=FiniteFloatRange(0, 1),
               help="i.i.d. acceptance per draft token (default: the profile's acceptance).")
 @click.option("--context", type=click.IntRange(0, MAX_CONTEXT), default=0, show_default=True,
               help="Tokens in each KV cache; 0 = leave KV movement out (the width-vs-depth "
                    "question as usually posed).")
-@click.option("--coactivation", type=click.FloatRange(0, 1),
+@click.option("--coactivation", type=FiniteFloatRange(0, 1),
               help="Override the profile's routing co-activation F.")
 @click.option("--with-drafter", is_flag=True,
               help="Price the profile's drafter (by default drafting is taken as free).")

@@ -26,7 +26,9 @@ from typing import Any
 import click
 
 from spectune.errors import InputError
+from spectune.limits import MAX_TIMEOUT_SECONDS, MAX_WINDOW_SECONDS, MIN_INTERVAL_SECONDS, MIN_TIMEOUT_SECONDS
 from spectune.observe.command import DURATION, prometheus_options
+from spectune.params import FiniteFloatRange
 
 
 @dataclass(frozen=True)
@@ -183,9 +185,11 @@ def recommend_prometheus(profile: str, prometheus: str, match: Sequence[str], fm
 @click.option("-o", "--output", "fmt", default="table", show_default=True,
               type=click.Choice(["table", "yaml", "json", "markdown"]), help="Output format.")
 @click.option("--window", type=DURATION, help="Window to observe (overrides the file's; default 1h).")
-@click.option("--interval", type=click.FloatRange(min=0.05), default=60.0, show_default=True,
+@click.option("--interval", type=FiniteFloatRange(MIN_INTERVAL_SECONDS, MAX_WINDOW_SECONDS), default=60.0,
+              show_default=True,
               help="Seconds between samples of the running requests.")
-@click.option("--timeout", type=click.FloatRange(min=0.01), default=30.0, show_default=True,
+@click.option("--timeout", type=FiniteFloatRange(MIN_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS), default=30.0,
+              show_default=True,
               help="Seconds allowed for each query's answer.")
 @click.option("--token-env", default="SPECTUNE_METRICS_TOKEN", show_default=True, metavar="NAME",
               help="Environment variable holding a bearer token for Prometheus (never printed).")

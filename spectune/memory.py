@@ -164,7 +164,7 @@ def _latent_bytes(att: Attention, b_kv: float) -> float:
 
 
 def layer_cache_bytes(att: Attention, model: Model, par: Parallelism, S: Array,
-                      spec_tokens: int = 0) -> Array:
+                      spec_tokens: ArrayLike = 0) -> Array:
     """Cache bytes one sequence holds in one layer of this kind on one GPU at context S,
     with ``spec_tokens`` draft positions configured (num_speculative_tokens)."""
     b_kv = dtype_bytes(model.kv_dtype)
@@ -174,7 +174,7 @@ def layer_cache_bytes(att: Attention, model: Model, par: Parallelism, S: Array,
         state = att.n_heads / par.tp * att.key_dim * att.head_dim * dtype_bytes(att.state_dtype)
         conv_dim = (2 * att.n_kv_heads * att.key_dim + att.n_heads * att.head_dim) / par.tp
         conv = conv_dim * max(att.conv_kernel - 1, 0) * dtype_bytes(model.act_dtype)
-        return np.zeros_like(S) + (state + conv) * (1 + spec_tokens)
+        return np.zeros_like(S) + (state + conv) * (1 + np.asarray(spec_tokens, dtype=float))
     if att.kv_lora_rank:
         latent = _latent_bytes(att, b_kv)
         if att.kind == "mla":
@@ -193,7 +193,7 @@ def layer_cache_bytes(att: Attention, model: Model, par: Parallelism, S: Array,
 
 
 def cache_bytes_per_sequence(model: Model, par: Parallelism, S: ArrayLike,
-                             spec_tokens: int = 0) -> Array:
+                             spec_tokens: ArrayLike = 0) -> Array:
     """KV cache (and recurrent state) of one sequence at context S on one GPU, all layers."""
     Sa = np.asarray(S, dtype=float)
     total = np.zeros_like(Sa)
@@ -222,7 +222,7 @@ def engine_reserve(model: Model, gpu: GPU, par: Parallelism) -> float:
 
 
 def memory(model: Model, drafter: Drafter, gpu: GPU, par: Parallelism,
-           B: ArrayLike, S: ArrayLike, spec_tokens: int = 0) -> Memory:
+           B: ArrayLike, S: ArrayLike, spec_tokens: ArrayLike = 0) -> Memory:
     """Per-GPU memory of serving B sequences (whole instance) at context S (broadcast),
     ``spec_tokens`` = the num_speculative_tokens the engine is configured with."""
     seqs = np.asarray(B, dtype=float) / par.dp

@@ -243,8 +243,13 @@ def _recommendation_detail(doc: Document, fmt: str) -> str:
     legend = ("TPOT: time per output token of one sequence (step time / tokens per verify), ms; "
               "tok/s: decode tokens per second of the whole instance at that batch size; plain: "
               "without speculation; limited by: the costliest part of the speculative step")
-    return (_recommendation_head(doc, fmt) + grid(rows, headers, fmt) + "\n"
+    text = (_recommendation_head(doc, fmt) + grid(rows, headers, fmt) + "\n"
             + "\n".join([legend, *footnotes]) + "\n")
+    if "ragged" in doc:
+        text += "\n" + _ragged_table(doc, fmt)
+    if "slo" in doc:
+        text += "\n" + _slo_table(doc["slo"], fmt)
+    return text
 
 
 def _ragged_table(doc: Document, fmt: str) -> str:
@@ -374,7 +379,8 @@ def _check_table(doc: Document, fmt: str) -> str:
 
     rows = []
     for p in doc["points"]:
-        mark = "ok" if p["ok"] else ("SLOWER" if p["slows_down"] else "FAIL")
+        mark = ("no fit" if not p.get("feasible", True) else "ok" if p["ok"]
+                else ("SLOWER" if p["slows_down"] else "FAIL"))
         rows.append([p["batch"], f"{p['context']:,}", gamma(p["configured_gamma"]),
                      f"{p['configured_speedup']:.2f}x", gamma(p["recommended_gamma"]),
                      f"{p['recommended_speedup']:.2f}x", f"{max(p['shortfall'], 0.0) * 100:.1f}%", mark,

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment
+from spectune.memory import memory
 from spectune.speedup import speedup_grid
 
 #: Batch sizes searched between 1 and the profile's largest (log-spaced, plus the profile's).
@@ -82,7 +83,11 @@ def goodput(dep: Deployment, tpot_slo: float) -> Goodput:
     m = grid.expected_tokens[None, None, :]
     tpot = step / m
     thr = grid.batch[:, None, None] * m / (step * dep.parallelism.gpus)
-    ok = tpot <= tpot_slo
+    # only (batch, context) points whose weights + KV cache fit in GPU memory can be served
+    # (the drafter's KV slots at each gamma included)
+    fits = memory(dep.model, dep.drafter, dep.gpu, dep.parallelism, grid.batch[:, None, None],
+                  grid.context[None, :, None], grid.gamma[None, None, :]).feasible
+    ok = (tpot <= tpot_slo) & np.broadcast_to(fits, tpot.shape)
     points = []
     for j, s in enumerate(grid.context):
         best = _pick(thr[:, j], tpot[:, j], ok[:, j], grid.batch, grid.gamma)

@@ -38,10 +38,13 @@ def test_directory_gate_equals_each_manifest_checked_alone() -> None:
         alone = json.loads(single)
         assert c["report"]["verdict"] == alone["verdict"] and c["report"]["points"] == alone["points"]
     assert code == max(codes) and (code == 1) == (doc["verdict"] == "fail")
-    # each manifest's own configuration was read: the canary runs 8 draft tokens, chat 2
+    # each manifest's own configuration was read: the canary runs 8 draft tokens, chat 2, and
+    # summarize a gamma per batch size (what `spectune emit` prints for its profile)
     gammas = {Path(c["manifest"]).name: {p["configured_gamma"] for p in c["report"]["points"]}
               for c in doc["checks"]}
-    assert gammas == {"chat-canary.yaml": {8}, "chat.yaml": {2}, "summarize.yaml": {4}}
+    assert gammas == {"chat-canary.yaml": {8}, "chat.yaml": {2}, "summarize.yaml": {7, 6, 5, 3}}
+    verdicts = {Path(c["manifest"]).name: c["report"]["verdict"] for c in doc["checks"]}
+    assert verdicts == {"chat-canary.yaml": "fail", "chat.yaml": "pass", "summarize.yaml": "pass"}
     if code:
         assert "check failed" in err
 

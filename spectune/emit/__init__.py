@@ -36,8 +36,15 @@ def build_snippet(rec: Recommendation, kind: str, weights: Mapping[int, float] |
     from spectune.emit import sglang, vllm
 
     plan = plan or make_plan(rec, weights)
+    engine = "sglang" if kind.startswith("sglang") else "vllm"
+    priced = rec.deployment.engine.name
+    other = ([f"the recommendation was priced with the profile's engine {priced!r}, not {engine}: "
+              f"set `engine: {engine}` in the profile to price {engine}'s own overheads (`spectune "
+              f"check` compares a {engine} config with a {engine} profile)"]
+             if priced != "none" and engine not in priced.lower() else [])
     if kind in ("vllm", "vllm-yaml", "vllm-python"):
         cfg, notes = vllm.vllm_speculative_config(rec, plan=plan)
+        notes = [*other, *notes]
         if kind == "vllm":
             return Snippet(vllm.render_json(cfg), notes)
         if kind == "vllm-yaml":
@@ -46,7 +53,7 @@ def build_snippet(rec: Recommendation, kind: str, weights: Mapping[int, float] |
     if kind in ("sglang", "sglang-adaptive-config"):
         settings = sglang.sglang_settings(rec, plan=plan, adaptive_path=adaptive_path)
         if kind == "sglang":
-            return Snippet(sglang.render_args(settings), settings.notes)
+            return Snippet(sglang.render_args(settings), [*other, *settings.notes])
         return Snippet(sglang.render_adaptive(settings), [])
     raise InputError(f"unknown snippet kind {kind!r}; expected one of {', '.join(EMIT_KINDS)}")
 
