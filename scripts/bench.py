@@ -34,21 +34,19 @@ def cold_runs(n: int = 7) -> list[float]:
 
 
 def grid_rate() -> tuple[int, float]:
-    from dataclasses import replace
-
-    from spectune.deployment import Workload
     from spectune.profiles import load_deployment
     from spectune.speedup import speedup_grid
 
     dep = load_deployment(str(EXAMPLE))
     batches = tuple(int(b) for b in np.unique(np.geomspace(1, 4096, 400).astype(int)))
     contexts = tuple(int(s) for s in np.geomspace(256, 1_048_576, 200).astype(int))
-    dep = replace(dep, workload=Workload(batches, contexts), gamma_max=15)
-    speedup_grid(dep)  # warm caches
+    # The grid evaluator takes arrays directly: a profile's workload is capped at 1,024 points,
+    # a bound on what a user may ask for, not on what the evaluator can do.
+    speedup_grid(dep, batches, contexts, 15)  # warm caches
     best = float("inf")
     for _ in range(3):
         t0 = time.perf_counter()
-        grid = speedup_grid(dep)
+        grid = speedup_grid(dep, batches, contexts, 15)
         _ = grid.speedup
         best = min(best, time.perf_counter() - t0)
     points = len(batches) * len(contexts) * 16
@@ -58,7 +56,7 @@ def grid_rate() -> tuple[int, float]:
 def main() -> None:
     runs = cold_runs()
     print(f"cold `spectune recommend {EXAMPLE.name}`: median {statistics.median(runs):.3f} s, "
-          f"min {min(runs):.3f} s over {len(runs)} runs (goal < 0.5 s)")
+          f"min {min(runs):.3f} s over {len(runs)} runs (goal < 0.35 s)")
     points, rate = grid_rate()
     print(f"speedup grid: {points:,} (batch, context, gamma) points at {rate:,.0f} points/s "
           f"(goal > 1,000,000)")
