@@ -266,7 +266,8 @@ def main() -> None:
                 obs[(r, k, c)] = f
 
     profile = a.work / "profile.yaml"
-    profile.write_text(spectune("init", "--gpu", "cpu", "--model", str(model), "--name", "closed-loop"))
+    if not (a.analyse_only and profile.is_file() and not (model / "config.json").is_file()):
+        profile.write_text(spectune("init", "--gpu", "cpu", "--model", str(model), "--name", "closed-loop"))
     calib_files = [str(f) for (_, k, _), f in sorted(obs.items()) if k in (0, 1)]
     calib = a.work / "calib.yaml"
     calib.write_text(spectune("calibrate", *calib_files, "--profile", str(profile), "-o", "yaml"))

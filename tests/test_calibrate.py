@@ -121,7 +121,11 @@ def test_plain_windows_leave_the_speculative_constants_alone() -> None:
     got = {c.name: c for c in f.constants}
     for name in ("spec_step_overhead", "spec_sequence_cost", "verify_token_cost"):
         assert not got[name].identified and got[name].value == get_constants(dep)[name]
-    assert got["pass_overhead"].identified
+    # the plain terms that are fitted reproduce the windows (a fixed cost per pass trades with
+    # the GEMMs' fixed cost per call, which scales with 1 / flops_fraction, so which of them
+    # is chosen is not pinned here)
+    assert any(got[k].identified for k in ("pass_overhead", "sequence_cost", "flops_fraction"))
+    assert max(abs(r) for r in f.residuals) < 1e-3
 
 
 def test_ngram_priced_at_the_observed_draft_share() -> None:
