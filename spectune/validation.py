@@ -123,7 +123,8 @@ def predict(row: Mapping[str, Any]) -> float:
     conc = int(row["batch"])
     plain, spec = per_token_seconds(dep, conc, gamma, int(row.get("context", 1024)))
     p = prefill_seconds(dep, int(row["input_len"]))
-    rate = float(row.get("request_rate", float("inf")))
+    # ``saturated``: the source's cap, not its arrival rate, bound the requests in flight
+    rate = float("inf") if row.get("saturated") else float(row.get("request_rate", float("inf")))
     out = int(row["output_len"])
     return serving_latency(p, plain, out, conc, rate) / serving_latency(p, spec, out, conc, rate)
 
