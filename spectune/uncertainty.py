@@ -11,8 +11,9 @@ the band that covered at least 80 % of those points,
 On the 23 validation points of this release that is [0.87, 1.21] (rounded outward): spectune is
 pessimistic at small batch on DeepSeek-V3 + MTP on H200 (real early-2025 plain steps slower
 than the kernel-priced ones, so speculation gains more than predicted) and optimistic on the
-AMD MI300X serving benchmark at concurrency 64 (docs/validation.md). It is one band for every operating point: the
-validation set is too small to let the width depend on GPU, model or batch. Where the user
+AMD MI300X serving benchmark at concurrency 64 (docs/validation.md). It is one band for
+every operating point: the validation set is too small to let the width depend on GPU,
+model or batch. Where the user
 calibrates on their own server the band no longer applies.
 """
 
