@@ -70,6 +70,9 @@ def with_coactivation(model: Model, coactivation: float | None) -> Model:
     """``model`` with its routing's co-activation set to ``coactivation`` (if given)."""
     if coactivation is None:
         return model
+    if not model.is_moe:  # a dense model routes nothing: the option would be silently ignored
+        raise InputError(f"--coactivation: {model.name} has no MoE layers (co-activation is a "
+                         "property of expert routing)")
     return replace(model, routing=replace(model.routing, coactivation=coactivation,
                                           source="--coactivation"))
 
@@ -107,7 +110,7 @@ class PassCost:
         return {"gpu": t.gpu.name, "model": t.model.name, "batch": self.batch, "tokens": self.tokens,
                 "context": self.context, "parallelism": {"tp": par.tp, "ep": par.ep, "dp": par.dp},
                 "engine": t.engine.name if t.engine else None, "achieved": self.achieved,
-                "routing": t.model.routing.describe(),
+                "routing": t.model.routing.describe() if t.model.is_moe else "none (dense model)",
                 "parameters_total": total, "parameters_active": active,
                 "memory": memory_doc(self.memory)}
 

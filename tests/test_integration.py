@@ -3,6 +3,7 @@ its fix)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,15 @@ def runner() -> CliRunner:
 def test_nan_options_are_usage_errors(runner: CliRunner, args: list[str]) -> None:
     res = runner.invoke(cli, args)
     assert res.exit_code == 2 and "not a finite number" in res.stderr
+
+
+def test_coactivation_on_a_dense_model_is_a_usage_error(runner: CliRunner) -> None:
+    res = runner.invoke(cli, ["cost", "--gpu", "h100", "--model", "llama-3.1-8b", "--batch", "8",
+                              "--context", "1024", "--coactivation", "0.5"])
+    assert res.exit_code == 2 and "has no MoE layers" in res.stderr and "Traceback" not in res.output
+    plain = runner.invoke(cli, ["cost", "--gpu", "h100", "--model", "llama-3.1-8b", "--batch", "8",
+                                "--context", "1024", "-o", "json"])
+    assert plain.exit_code == 0 and json.loads(plain.stdout)["routing"] == "none (dense model)"
 
 
 def test_detail_keeps_the_ragged_and_slo_tables(runner: CliRunner) -> None:
