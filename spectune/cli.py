@@ -395,22 +395,14 @@ def report_command(profile: str, fmt: str, batches: tuple[int, ...], contexts: t
     from spectune.profiles import builtin_sources
     from spectune.recommend import recommend as run
     from spectune.render import _clean
-    from spectune.report import report_html
+    from spectune.report import deploy_settings, report_html
 
     dep, mix = _deployment(profile, batches, contexts, gamma_max, alpha, observed,
                            calibration=calibration)
     rec = run(dep)
     notes(rec.notes)
     doc = _clean(recommendation_doc(rec))
-    deploy = None
-    try:
-        from spectune.emit import build_snippet
-
-        snip = build_snippet(rec, "vllm", mix)
-        deploy = (snip.text, snip.notes)
-    except SpectuneError:  # vLLM cannot run this drafter as described: no section, no failure
-        pass
-    click.echo(report_html(rec, doc, builtin_sources(dep), deploy=deploy), nl=False)
+    click.echo(report_html(rec, doc, builtin_sources(dep), deploy=deploy_settings(rec, mix)), nl=False)
 
 
 def _seed003_extras(dep: Any, ragged: bool, rounds_file: str | None,

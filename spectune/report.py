@@ -15,10 +15,12 @@ fetched when the page is viewed: CSS is inline and figures are inline SVG
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from spectune.envelope import Document
+from spectune.errors import SpectuneError
 from spectune.recommend import Recommendation
 from spectune.render import feasible
 from spectune.uncertainty import BAND_COVERAGE
@@ -230,11 +232,38 @@ def _inputs(doc: Document, sources: Sequence[tuple[str, str]]) -> str:
     return table + details
 
 
+@dataclass(frozen=True)
+class Deploy:
+    """What to deploy, for the engine the profile prices: the emit kind, the command line
+    (None when the engine cannot run the recommendation as described) and the notes."""
+
+    engine: str
+    kind: str
+    command: str | None
+    notes: Sequence[str]
+
+
+def deploy_settings(rec: Recommendation, weights: Mapping[int, float] | None = None) -> Deploy:
+    """The report's deploy section: SGLang flags for an SGLang profile (ROCm included), vLLM's
+    ``--speculative-config`` otherwise; an engine that cannot run the drafter says why."""
+    from spectune.emit import build_snippet
+
+    sglang = rec.deployment.engine.name.lower().startswith("sglang")
+    engine, kind = ("SGLang", "sglang") if sglang else ("vLLM", "vllm")
+    try:
+        snip = build_snippet(rec, kind, weights)
+    except SpectuneError as err:
+        return Deploy(engine, kind, None, [str(err)])
+    command = (f"python -m sglang.launch_server --model-path MODEL {snip.text.strip()}" if sglang
+               else f"vllm serve MODEL --speculative-config '{snip.text.strip()}'")
+    return Deploy(engine, kind, command, snip.notes)
+
+
 def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str, str]] = (),
-                notes: Sequence[str] = (), deploy: tuple[str, Sequence[str]] | None = None) -> str:
+                notes: Sequence[str] = (), deploy: Deploy | None = None) -> str:
     """The whole page. ``doc`` is ``recommendation_doc(rec)`` (possibly carrying bands or
     infeasible points); ``sources`` are (title, text) of the built-in profiles used;
-    ``deploy`` the vLLM ``--speculative-config`` value and its notes (``spectune emit``)."""
+    ``deploy`` the engine settings of :func:`deploy_settings`."""
     import spectune.figures as figures
 
     dep = doc["deployment"]
@@ -289,13 +318,15 @@ def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str,
         "<h2>5. Inputs and their sources</h2>", _inputs(doc, sources),
     ]
     if deploy is not None:
-        snippet, why = deploy
-        parts += ["<h2>6. What to deploy (vLLM)</h2>",
-                  '<p class="note">The settings vLLM can take for this recommendation, as '
-                  "<code>spectune emit PROFILE vllm</code> prints them (the notes explain them):</p>",
-                  '<pre class="deploy">vllm serve MODEL --speculative-config '
-                  f"'{_e(snippet.strip())}'</pre>",
-                  "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in why) + "</ul>"]
+        parts += [f"<h2>6. What to deploy ({_e(deploy.engine)})</h2>"]
+        if deploy.command is None:
+            parts += ['<p class="note">No settings: ' + "; ".join(_e(n) for n in deploy.notes) + "</p>"]
+        else:
+            parts += [f'<p class="note">The settings {_e(deploy.engine)} can take for this recommendation, '
+                      f"as <code>spectune recommend PROFILE --emit {_e(deploy.kind)}</code> prints them "
+                      "(the notes explain them):</p>",
+                      f'<pre class="deploy">{_e(deploy.command)}</pre>',
+                      "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in deploy.notes) + "</ul>"]
     if all_notes:
         parts += ["<h2>Notes</h2><ul>"] + [f"<li>{_e(n)}</li>" for n in all_notes] + ["</ul>"]
     parts += ["</body></html>"]

@@ -88,6 +88,20 @@ def test_report_heatmap_matches_recommend_json(runner: CliRunner) -> None:
     assert f"--speculative-config '{emitted}'" in html.unescape(page.stdout)
 
 
+def test_report_deploys_for_the_engine_the_profile_prices(runner: CliRunner) -> None:
+    """An SGLang profile (a tree drafter vLLM cannot run) gets SGLang's flags, exactly as
+    `recommend --emit sglang` prints them."""
+    pytest.importorskip("matplotlib")
+    import html
+
+    name = "llama-3.1-8b-h100-eagle2-sglang"
+    page = runner.invoke(cli, ["report", name])
+    flags = runner.invoke(cli, ["recommend", name, "--emit", "sglang"]).stdout.strip()
+    assert page.exit_code == 0 and flags.startswith("--speculative-algorithm")
+    assert "What to deploy (SGLang)" in page.stdout
+    assert f"sglang.launch_server --model-path MODEL {flags}" in html.unescape(page.stdout)
+
+
 def test_report_ledger_adds_up_to_the_recommendation() -> None:
     """The ledger's speculative step is the recommendation's: verify components plus drafter
     over C0 and m(gamma) give the same speedup as `recommend`, each component's plain cost is
