@@ -230,7 +230,9 @@ class Nullable(Spec):
         return None if v is None else self.inner.load(v, path, r)
 
     def dump(self, v: Any) -> Any:
-        return None if v is None else self.inner.dump(v)
+        if v is None or (isinstance(v, float) and not math.isfinite(v)):
+            return None  # a NaN or infinite measurement is unknown
+        return self.inner.dump(v)
 
 
 @dataclass(frozen=True)

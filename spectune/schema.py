@@ -11,8 +11,11 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from spectune.calibration import CALIBRATION as _CALIBRATION
+from spectune.documents import RECOMMENDATION as _RECOMMENDATION
 from spectune.envelope import API_VERSION
 from spectune.errors import InputError
+from spectune.observe.observation import OBSERVATION as _OBSERVATION
 
 Schema = dict[str, Any]
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -61,66 +64,7 @@ def _doc(kind: str, command: str, description: str, props: dict[str, Schema],
 METADATA = _obj({"spectune": STR, "schema": STR})
 PARALLELISM = _obj({"tp": POS_INT, "ep": POS_INT, "dp": POS_INT})
 
-_OPERATING = _obj({"batch": POS_INT, "gamma": NONNEG_INT, "tokens_per_second_per_gpu": NUM,
-                   "tpot_seconds": NUM})
-
-RECOMMENDATION = _doc("Recommendation", "spectune recommend",
-                      "gamma* and predicted speedup per operating point", {
-    "metadata": METADATA,
-    "deployment": _obj({
-        "name": STR,
-        "gpu": _obj({"key": STR, "name": STR, "bandwidth_fraction": FRACTION,
-                     "flops_fraction": FRACTION}),
-        "model": _obj({"name": STR, "params": NONNEG_INT, "parameters_total": NONNEG_INT,
-                       "parameters_active": NONNEG_INT, "weights": STR, "experts": STR,
-                       "kv_cache": STR, "routing": STR}),
-        "drafter": _obj({"kind": {"enum": ["draft_model", "eagle", "eagle3", "mtp", "ngram",
-                                           "cost_ratio"]},
-                         "name": STR, "path": _nullable(STR)}),
-        "parallelism": PARALLELISM,
-        "engine": _obj({"name": STR, "version": _nullable(STR)}),
-        "gamma_max": POS_INT,
-        "tie_tolerance": NUM,
-    }),
-    "acceptance": _obj({"source": STR, "conditional": _arr(FRACTION, 1),
-                        "measured_positions": POS_INT, "expected_tokens": _arr(NUM, 1),
-                        "extrapolation": _nullable(STR)}),
-    "gammas": _arr(NONNEG_INT, 1),
-    "batch_sizes": _arr(POS_INT, 1),
-    "context_lengths": _arr(NONNEG_INT, 1),
-    "memory": _obj({"weights_gb": NUM, "draft_weights_gb": NUM, "reserve_gb": NUM,
-                    "capacity_gb": NUM}, description="per-GPU memory, GB (1e9 bytes)"),
-    "points": _arr({"oneOf": [_obj({
-        "batch": POS_INT, "context": NONNEG_INT, "feasible": {"const": True},
-        "memory_gb": NUM, "gamma": NONNEG_INT, "speedup": NUM,
-        "speedup_low": NUM, "speedup_high": NUM,
-        "speculate": BOOL, "limiter": STR, "step_seconds": NUM, "plain_step_seconds": NUM,
-        "speedups": _arr(NUM, 1),
-        "ragged": _obj({"homogeneous": NUM, "gated": NUM, "ragged": NUM, "ragged_free": NUM,
-                        "oracle": NUM,
-                        "homogeneous_gamma": NONNEG_INT, "mean_ragged_depth": NUM},
-                       description="recommend --ragged: speedup over plain decode of the best "
-                                   "single gamma, a batch-wide gamma from live confidences, "
-                                   "that gamma trimmed per sequence, free per-sequence depths, "
-                                   "and perfect calibration"),
-    }, required=["batch", "context", "feasible", "gamma", "speedup", "speculate", "limiter",
-                 "step_seconds", "plain_step_seconds", "speedups"]),
-        _obj({"batch": POS_INT, "context": NONNEG_INT, "feasible": {"const": False},
-              "reason": STR, "memory_gb": NUM},
-             required=["batch", "context", "feasible", "reason"],
-             description="an operating point that does not fit in GPU memory: no gamma")]}, 1),
-    "notes": _arr(STR),
-    "ragged": _obj({"rounds": STR, "note": STR}),
-    "slo": _obj({
-        "tpot_seconds": NUM,
-        "batch_search": _arr(POS_INT, 2),
-        "points": _arr(_obj({"context": NONNEG_INT, "best": _nullable(_OPERATING),
-                             "batch_only": _nullable(_OPERATING),
-                             "speculation_gain": _nullable(NUM)}), 1),
-    }, description="recommend --tpot-slo: per context, the (batch, gamma) of highest throughput "
-                   "per GPU whose TPOT meets the SLO, and the best with gamma = 0"),
-}, required=["metadata", "deployment", "acceptance", "gammas", "batch_sizes", "context_lengths",
-             "points", "notes"])
+RECOMMENDATION = _RECOMMENDATION.schema()
 
 _COMPONENT = _obj({
     "name": STR, "flops": NUM, "bytes": NUM, "seconds": NUM, "intensity": NUM,
@@ -206,67 +150,8 @@ CHECK_REPORT = _doc("CheckReport", "spectune check",
     "notes": _arr(STR),
 })
 
-_HIST = _nullable(_obj({"count": NUM, "sum": NUM, "mean": _nullable(NUM),
-                        "buckets": _arr(_obj({"le": NUM, "count": NUM}))}))
-_NNUM = _nullable(NUM)
-OBSERVATION = _doc("Observation", "spectune observe", "what was measured on a running server (or log)", {
-    "schema": {"const": 1},
-    "engine": _obj({"name": {"enum": ["vllm", "sglang"]}, "version": _nullable(STR), "metrics": STR}),
-    "model_name": _nullable(STR),
-    "source": _obj({"kind": {"enum": ["metrics", "log", "prometheus"]}, "where": STR}),
-    "window": _obj({"start": _nullable(STR), "end": _nullable(STR), "seconds": _NNUM,
-                    "interval_seconds": _NNUM, "samples": NONNEG_INT, "failed_samples": NONNEG_INT}),
-    "speculation": _obj({
-        "drafts": _NNUM, "draft_tokens": _NNUM, "accepted_tokens": _NNUM,
-        "num_speculative_tokens": _nullable(NONNEG_INT), "mean_draft_length": _NNUM,
-        "mean_acceptance_length": _NNUM, "draft_acceptance_rate": _NNUM,
-        "per_position": _nullable(_obj({"accepted": _arr(NUM), "marginal": _arr(NUM),
-                                        "conditional": _arr(NUM)})),
-        "per_position_note": _nullable(STR), "basis": STR,
-    }),
-    "segments": _arr(_obj({"start": STR, "end": STR, "seconds": NUM, "samples": NONNEG_INT,
-                           "drafts": _NNUM, "draft_tokens": _NNUM, "accepted_tokens": _NNUM,
-                           "reset_before": _nullable(STR)})),
-    "operating_point": _obj({
-        "running": _nullable(_obj({"samples": NONNEG_INT, "mean": _NNUM,
-                                   "distribution": _arr(_obj({"running": NONNEG_INT,
-                                                              "samples": NONNEG_INT}))})),
-        "prompt_tokens": _HIST, "generation_tokens": _HIST, "iteration_tokens": _HIST,
-        "inter_token_latency_seconds": _HIST, "note": _nullable(STR),
-    }),
-    "acceptance": _nullable(_obj({"kind": {"enum": ["per-position", "mean-length"]},
-                                  "conditional": _arr(FRACTION, 1), "source": STR})),
-    "notes": _arr(STR),
-    "steps": _nullable(_obj({
-        "engine_steps": _NNUM, "tokens_per_step": _NNUM, "sequence_steps": _NNUM,
-        "sequences_per_step": _NNUM, "step_seconds": _NNUM, "decode_seconds": _NNUM,
-        "mean_running": _NNUM, "mean_running_basis": STR, "gauge_mean_running": _NNUM,
-        "decode_context_tokens": _NNUM, "verify_width": _NNUM, "draft_fraction": _NNUM,
-        "generated_tokens": _NNUM, "time_per_output_token_seconds": _HIST,
-        "decode_time_seconds": _HIST,
-    }, description="engine step timing of the window (vLLM), for spectune calibrate")),
-    "speculative_config": _nullable({"type": "object"}),
-    "labels": {"type": "object", "additionalProperties": STR,
-               "description": "observe --prometheus: the group's labels (model_name and --by)"},
-}, required=["schema", "engine", "model_name", "source", "window", "speculation", "segments",
-             "operating_point", "acceptance", "notes"])
-
-CALIBRATION = _doc("Calibration", "spectune calibrate", "engine constants fitted to observed step times", {
-    "schema": {"const": 1},
-    "profile": _obj({"name": STR, "gpu": STR, "model": STR, "drafter": STR, "engine": STR}),
-    "constants": _arr(_obj({
-        "name": {"enum": ["pass_overhead", "sequence_cost", "flops_fraction", "bandwidth_fraction",
-                          "spec_step_overhead",
-                          "spec_sequence_cost", "verify_token_cost", "draft_pass_overhead"]},
-        "unit": {"enum": ["us", "fraction"]}, "value": NUM, "stderr": _NNUM, "identified": BOOL,
-        "default": NUM, "note": STR,
-    }, required=["name", "unit", "value", "stderr", "identified", "default"])),
-    "drafting": _nullable(_obj({"draft_fraction": FRACTION, "draft_fill": FRACTION, "source": STR})),
-    "windows": _arr(_obj({"name": STR, "speculative": BOOL, "batch": NUM, "width": NUM, "context": NUM,
-                          "measured_step_ms": NUM, "predicted_step_ms": NUM, "residual": NUM})),
-    "fit": _obj({"windows": POS_INT, "fitted": NONNEG_INT, "rms_residual": _NNUM}),
-    "notes": _arr(STR),
-})
+OBSERVATION = _OBSERVATION.schema()
+CALIBRATION = _CALIBRATION.schema()
 
 _EMBEDDED_OBSERVATION = {k: v for k, v in OBSERVATION.items() if k not in ("$schema", "$id")}
 FLEET = _doc("Fleet", "spectune observe --prometheus",
