@@ -93,6 +93,11 @@ class Reader:
         return self.error(f"{self.where}{f':{line}' if line else ''}: {path}: {msg}")
 
 
+def _bound(x: float) -> str:
+    """A bound for messages: ``10,000,000`` rather than ``1e+07``."""
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 2**63 else f"{x:g}"
+
+
 def _at(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
@@ -141,9 +146,9 @@ class Number(Spec):
         if not math.isfinite(x) or abs(x) > MAX_NUMBER:
             raise r.fail(path, f"expected a finite number of magnitude at most 2**53, got {v!r}")
         if self.minimum is not None and x < self.minimum:
-            raise r.fail(path, f"expected a number >= {self.minimum:g}, got {v!r}")
+            raise r.fail(path, f"expected a number >= {_bound(self.minimum)}, got {v!r}")
         if self.maximum is not None and x > self.maximum:
-            raise r.fail(path, f"expected a number <= {self.maximum:g}, got {v!r}")
+            raise r.fail(path, f"expected a number <= {_bound(self.maximum)}, got {v!r}")
         if self.integer:
             if not x.is_integer():
                 raise r.fail(path, f"expected a whole number, got {v!r}")
@@ -352,7 +357,9 @@ class Obj(Spec):
                 continue
             value = v[f.name]
             loaded = f.spec.load(value, _at(path, f.name), r)
-            if not isinstance(f.spec, Const):
+            if self.build is None:
+                out[f.name] = loaded
+            elif not isinstance(f.spec, Const):
                 out[f.attr or f.name] = loaded
         return out if self.build is None else self.build(**out)
 
@@ -373,7 +380,7 @@ class Obj(Spec):
                 out[f.name] = f.spec.value
                 continue
             x = values.get(f.name)
-            empty = x is None or (hasattr(x, "__len__") and not len(x))
+            empty = x is None or (isinstance(x, (list, tuple, dict)) and not x)
             if empty and not f.required and not f.spec.nullable:
                 continue
             if x is None and not f.spec.nullable:
@@ -463,7 +470,8 @@ def key_lines(node: Any, path: str = "", out: dict[str, int] | None = None) -> d
     """The line of every key path (``a.b[0].c``) of a YAML node, for error messages."""
     import yaml
 
-    out = {} if out is None else out
+    if out is None:
+        out = {} if node is None else {"": node.start_mark.line + 1}
     if isinstance(node, yaml.MappingNode):
         for k, v in node.value:
             sub = f"{path}.{k.value}" if path else str(k.value)

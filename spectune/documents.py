@@ -16,7 +16,7 @@ from spectune.cost import StepCost
 from spectune.cost.roofline import intensity
 from spectune.deployment import Deployment
 from spectune.docspec import Choice, Const, Field, Flag, Kind, List, Nullable, Number, Obj, OneOf, Text, sig
-from spectune.envelope import Document, envelope
+from spectune.envelope import Document
 from spectune.memory import Memory, infeasible_reason, parameter_counts
 from spectune.model import DRAFTER_KINDS
 from spectune.recommend import Recommendation
@@ -27,7 +27,7 @@ from spectune.version import __version__
 if TYPE_CHECKING:  # the simulators load only when asked for (recommend cold start)
     from spectune.ragged import RaggedGrid
     from spectune.slo import Goodput
-    from spectune.widthdepth import Spend, WidthDepth
+    from spectune.widthdepth import WidthDepth
 
 
 _NAT = Number(integer=True, minimum=0)
@@ -219,43 +219,88 @@ def recommendation_doc(rec: Recommendation, ragged: RaggedGrid | None = None,
     return RECOMMENDATION.dump(body)
 
 
+_SIG = Number(digits=6)
+_BYTES = Number(minimum=0, digits=6, description="bytes per GPU")
+MEMORY = Obj((*(Field(k, _GB) for k in ("weights_gb", "draft_weights_gb", "kv_cache_gb", "draft_kv_cache_gb",
+                                        "reserve_gb", "total_gb", "capacity_gb")),
+              Field("feasible", Flag())), description="per-GPU memory, GB (1e9 bytes)")
+_COMPONENT = Obj((
+    Field("name", Text()), Field("flops", Number(minimum=0, digits=6, description="FLOP per GPU")),
+    Field("bytes", _BYTES), Field("seconds", Number(minimum=0, digits=6, description="seconds")),
+    Field("intensity", Number(minimum=0, digits=6, description="FLOP per byte")),
+    Field("bound", Choice(("compute", "memory", "fixed"))),
+    Field("marginal_cost", Number(digits=4, description="d seconds / d batch, relative")),
+    Field("share", Number(minimum=0, digits=4, description="of the pass's seconds"))))
+_STEP = Obj((
+    Field("gpu", Text()), Field("model", Text()), Field("batch", _POS), Field("tokens", _POS),
+    Field("context", _NAT), Field("parallelism", PARALLELISM), Field("engine", Nullable(Text())),
+    Field("achieved", Flag()), Field("routing", Text()), Field("parameters_total", _NAT),
+    Field("parameters_active", _NAT), Field("memory", MEMORY), Field("components", List(_COMPONENT, 1)),
+    Field("total_seconds", Number(minimum=0, digits=6, description="seconds")),
+    Field("marginal_cost", Number(digits=4))))
+STEP_COST = Kind("StepCost", "spectune cost (one --batch)", "cost of one forward pass per GPU, by component",
+                 _STEP)
+STEP_COST_SWEEP = Kind("StepCostSweep", "spectune cost (several --batch)",
+                       "the same pass at several batch sizes", Obj((Field("steps", List(_STEP, 1)),)))
+SPEEDUP = Kind("Speedup", "spectune speedup",
+               "predicted speedup of one gamma (closed form or roofline)", Obj((
+    Field("formula", Text()), Field("alpha", _FRACTION, required=False),
+    *(Field(k, Text(), required=False) for k in ("gpu", "model", "drafter")),
+    Field("batch", _POS, required=False), Field("context", _NAT, required=False),
+    Field("gamma", _NAT), Field("draft_cost", Number(minimum=0), required=False),
+    Field("acceptance", Text(), required=False),
+    Field("expected_tokens", Number(minimum=0, digits=6)),
+    *(Field(k, Number(minimum=0, digits=6, description="seconds"), required=False)
+      for k in ("plain_step_seconds", "verify_seconds", "draft_seconds")),
+    Field("speedup", _SIG),
+    Field("speedup_low", Number(), required=False), Field("speedup_high", Number(), required=False))))
+_SPEND = Obj((
+    Field("batch", _POS), Field("tokens_per_sequence", _POS, attr="tokens"),
+    Field("distinct_experts_per_layer", Number(minimum=0, digits=5), attr="distinct_experts"),
+    Field("expert_bytes", _BYTES), Field("attention_bytes", _BYTES), Field("other_bytes", _BYTES),
+    Field("step_seconds", Number(minimum=0, digits=6, description="seconds")),
+    Field("draft_seconds", Number(minimum=0, digits=6, description="seconds")),
+    Field("tokens_per_step", Number(minimum=0, digits=5)),
+    Field("tokens_per_second", Number(minimum=0, digits=5))))
+WIDTH_DEPTH = Kind("WidthDepth", "spectune widthdepth",
+                   "N positions per step spent as batch (width) or speculation (depth)", Obj((
+    Field("gpu", Text()), Field("model", Text()), Field("routing", Text()), Field("acceptance", Text()),
+    Field("engine", Nullable(Text())), Field("drafter", Nullable(Text())), Field("parallelism", PARALLELISM),
+    Field("achieved", Flag()), Field("positions", _POS), Field("context", _NAT), Field("width", _SPEND),
+    Field("depth", _SPEND), Field("winner", Choice(("width", "depth"))),
+    Field("depth_over_width", Number(digits=4)))))
+
+
 def step_cost_doc(cost: StepCost, marginal: dict[str, Any], inputs: dict[str, Any]) -> Document:
     """Kind ``StepCost``: one pass's components (scalar inputs)."""
     comps = []
+    total = float(cost.seconds)
     for name, c in cost.components.items():
         work = cost.works.get(name)
         bound = str(np.asarray(c.bound()).item())
-        if name == "overhead":
-            bound = "fixed"
         comps.append({
-            "name": name,
-            "flops": sig(c.flops),
-            "bytes": sig(c.bytes),
-            "seconds": sig(c.seconds),
-            "intensity": sig(intensity(work)) if work is not None else 0.0,
-            "bound": bound,
-            "marginal_cost": sig(marginal.get(name, 0.0), 4),
+            "name": name, "flops": c.flops, "bytes": c.bytes, "seconds": c.seconds,
+            "intensity": intensity(work) if work is not None else 0.0,
+            "bound": "fixed" if name == "overhead" else bound,
+            "marginal_cost": marginal.get(name, 0.0),
+            "share": float(c.seconds) / total if total else 0.0,
         })
-    total = float(cost.seconds)
-    for comp, c in zip(comps, cost.components.values(), strict=True):
-        comp["share"] = sig(float(c.seconds) / total if total else 0.0, 4)
-    return envelope("StepCost", {**inputs, "components": comps, "total_seconds": sig(total),
-                                 "marginal_cost": sig(marginal.get("total", 0.0), 4)})
+    return STEP_COST.dump({**inputs, "components": comps, "total_seconds": total,
+                           "marginal_cost": marginal.get("total", 0.0)})
 
 
 def sweep_doc(steps: list[Document]) -> Document:
     """Kind ``StepCostSweep``: the same pass at several batch sizes."""
-    return envelope("StepCostSweep", {"steps": [{k: v for k, v in d.items()
-                                                  if k not in ("apiVersion", "kind")} for d in steps]})
+    return STEP_COST_SWEEP.dump({"steps": [{k: v for k, v in d.items() if k not in ("apiVersion", "kind")}
+                                           for d in steps]})
 
 
 def closed_form_doc(alpha: float, gamma: int, draft_cost: float) -> Document:
     """Kind ``Speedup`` for seed 004's closed form."""
-    return envelope("Speedup", {
+    return SPEEDUP.dump({
         "formula": "(1 - a^(g+1)) / ((1 - a)(1 + g c))  [Leviathan et al. 2023, free verify]",
         "alpha": alpha, "gamma": gamma, "draft_cost": draft_cost,
-        "expected_tokens": sig(float(closed_form(alpha, gamma, 0.0))),
-        "speedup": sig(float(closed_form(alpha, gamma, draft_cost))),
+        "expected_tokens": closed_form(alpha, gamma, 0.0), "speedup": closed_form(alpha, gamma, draft_cost),
     })
 
 
@@ -263,37 +308,17 @@ def point_speedup_doc(dep: Deployment, batch: int, context: int, gamma: int,
                       point: PointSpeedup) -> Document:
     """Kind ``Speedup`` for the roofline speedup at one operating point."""
     band = _band(point.speedup, gamma > 0)
-    return envelope("Speedup", {
+    return SPEEDUP.dump({
         "formula": "m(g) C0 / (C_verify(B, g+1, S) + C_draft(B, g, S))  [roofline]",
         "gpu": dep.gpu.name, "model": dep.model.name, "drafter": dep.drafter.name,
         "batch": batch, "context": context, "gamma": gamma, "acceptance": dep.acceptance.source,
-        "expected_tokens": sig(point.expected_tokens),
-        "plain_step_seconds": sig(point.plain_step),
-        "verify_seconds": sig(point.verify),
-        "draft_seconds": sig(point.draft),
-        "speedup": sig(point.speedup),
-        "speedup_low": band[0],
-        "speedup_high": band[1],
+        "expected_tokens": point.expected_tokens, "plain_step_seconds": point.plain_step,
+        "verify_seconds": point.verify, "draft_seconds": point.draft, "speedup": point.speedup,
+        "speedup_low": band[0], "speedup_high": band[1],
     })
-
-
-def _spend_doc(sp: Spend) -> dict[str, Any]:
-    return {"batch": sp.batch, "tokens_per_sequence": sp.tokens,
-            "distinct_experts_per_layer": sig(sp.distinct_experts, 5),
-            "expert_bytes": sig(sp.expert_bytes), "attention_bytes": sig(sp.attention_bytes),
-            "other_bytes": sig(sp.other_bytes), "step_seconds": sig(sp.step_seconds),
-            "draft_seconds": sig(sp.draft_seconds), "tokens_per_step": sig(sp.tokens_per_step, 5),
-            "tokens_per_second": sig(sp.tokens_per_second, 5)}
 
 
 def widthdepth_doc(wd: WidthDepth, inputs: dict[str, Any]) -> Document:
     """Kind ``WidthDepth``: N positions spent as batch (width) or as speculation (depth)."""
-    return envelope("WidthDepth", {
-        **inputs,
-        "positions": wd.positions,
-        "context": wd.context,
-        "width": _spend_doc(wd.width),
-        "depth": _spend_doc(wd.depth),
-        "winner": wd.winner,
-        "depth_over_width": sig(wd.depth_over_width, 4),
-    })
+    return WIDTH_DEPTH.dump({**inputs, "positions": wd.positions, "context": wd.context, "width": wd.width,
+                             "depth": wd.depth, "winner": wd.winner, "depth_over_width": wd.depth_over_width})

@@ -13,6 +13,10 @@ from typing import Any
 
 from spectune.calibration import CALIBRATION as _CALIBRATION
 from spectune.documents import RECOMMENDATION as _RECOMMENDATION
+from spectune.documents import SPEEDUP as _SPEEDUP
+from spectune.documents import STEP_COST as _STEP_COST
+from spectune.documents import STEP_COST_SWEEP as _STEP_COST_SWEEP
+from spectune.documents import WIDTH_DEPTH as _WIDTH_DEPTH
 from spectune.envelope import API_VERSION
 from spectune.errors import InputError
 from spectune.observe.observation import OBSERVATION as _OBSERVATION
@@ -66,32 +70,9 @@ PARALLELISM = _obj({"tp": POS_INT, "ep": POS_INT, "dp": POS_INT})
 
 RECOMMENDATION = _RECOMMENDATION.schema()
 
-_COMPONENT = _obj({
-    "name": STR, "flops": NUM, "bytes": NUM, "seconds": NUM, "intensity": NUM,
-    "bound": {"enum": ["compute", "memory", "fixed"]}, "marginal_cost": NUM,
-    "share": NUM,
-})
-MEMORY = _obj({"weights_gb": NUM, "draft_weights_gb": NUM, "kv_cache_gb": NUM,
-               "draft_kv_cache_gb": NUM, "reserve_gb": NUM, "total_gb": NUM, "capacity_gb": NUM,
-               "feasible": BOOL}, description="per-GPU memory, GB (1e9 bytes)")
-_STEP_PROPS: dict[str, Schema] = {
-    "gpu": STR, "model": STR, "batch": POS_INT, "tokens": POS_INT, "context": NONNEG_INT,
-    "parallelism": PARALLELISM, "engine": _nullable(STR), "achieved": BOOL, "routing": STR,
-    "parameters_total": NONNEG_INT, "parameters_active": NONNEG_INT, "memory": MEMORY,
-    "components": _arr(_COMPONENT, 1), "total_seconds": NUM, "marginal_cost": NUM,
-}
-STEP_COST = _doc("StepCost", "spectune cost (one --batch)",
-                 "cost of one forward pass per GPU, by component", _STEP_PROPS)
-STEP_COST_SWEEP = _doc("StepCostSweep", "spectune cost (several --batch)",
-                       "the same pass at several batch sizes", {"steps": _arr(_obj(_STEP_PROPS), 1)})
-
-SPEEDUP = _doc("Speedup", "spectune speedup", "predicted speedup of one gamma (closed form or roofline)", {
-    "formula": STR, "alpha": FRACTION, "gamma": NONNEG_INT, "draft_cost": NUM,
-    "gpu": STR, "model": STR, "drafter": STR, "batch": POS_INT, "context": NONNEG_INT,
-    "acceptance": STR, "expected_tokens": NUM, "plain_step_seconds": NUM,
-    "verify_seconds": NUM, "draft_seconds": NUM, "speedup": NUM,
-    "speedup_low": NUM, "speedup_high": NUM,
-}, required=["formula", "gamma", "expected_tokens", "speedup"])
+STEP_COST = _STEP_COST.schema()
+STEP_COST_SWEEP = _STEP_COST_SWEEP.schema()
+SPEEDUP = _SPEEDUP.schema()
 
 PROFILE_LIST = _doc("ProfileList", "spectune profiles list", "built-in profiles and shipped examples", {
     "profiles": _arr(_obj({"kind": {"enum": ["gpus", "models", "drafters", "engines", "examples"]},
@@ -192,18 +173,7 @@ CHECK_SET = _doc("CheckSet", "spectune check DIR --profiles MAP",
                          "report": {k: v for k, v in CHECK_REPORT.items() if k not in ("$schema", "$id")}})),
 })
 
-_SPEND = _obj({
-    "batch": POS_INT, "tokens_per_sequence": POS_INT, "distinct_experts_per_layer": NUM,
-    "expert_bytes": NUM, "attention_bytes": NUM, "other_bytes": NUM, "step_seconds": NUM,
-    "draft_seconds": NUM, "tokens_per_step": NUM, "tokens_per_second": NUM,
-})
-WIDTH_DEPTH = _doc("WidthDepth", "spectune widthdepth",
-                   "N positions per step spent as batch (width) or speculation (depth)", {
-    "gpu": STR, "model": STR, "routing": STR, "acceptance": STR, "engine": _nullable(STR),
-    "drafter": _nullable(STR), "parallelism": PARALLELISM, "achieved": BOOL,
-    "positions": POS_INT, "context": NONNEG_INT, "width": _SPEND, "depth": _SPEND,
-    "winner": {"enum": ["width", "depth"]}, "depth_over_width": NUM,
-})
+WIDTH_DEPTH = _WIDTH_DEPTH.schema()
 
 SCHEMAS: dict[str, Schema] = {s["title"]: s for s in (
     RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT, OBSERVATION,
