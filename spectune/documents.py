@@ -231,13 +231,15 @@ _COMPONENT = Obj((
     Field("bound", Choice(("compute", "memory", "fixed"))),
     Field("marginal_cost", Number(digits=4, description="d seconds / d batch, relative")),
     Field("share", Number(minimum=0, digits=4, description="of the pass's seconds"))))
+#: The priced part of a StepCost (the HTML report's ledger shows it for partial inputs).
+STEP_LEDGER = Obj((Field("components", List(_COMPONENT, 1)),
+                   Field("total_seconds", Number(minimum=0, digits=6, description="seconds")),
+                   Field("marginal_cost", Number(digits=4))))
 _STEP = Obj((
     Field("gpu", Text()), Field("model", Text()), Field("batch", _POS), Field("tokens", _POS),
     Field("context", _NAT), Field("parallelism", PARALLELISM), Field("engine", Nullable(Text())),
     Field("achieved", Flag()), Field("routing", Text()), Field("parameters_total", _NAT),
-    Field("parameters_active", _NAT), Field("memory", MEMORY), Field("components", List(_COMPONENT, 1)),
-    Field("total_seconds", Number(minimum=0, digits=6, description="seconds")),
-    Field("marginal_cost", Number(digits=4))))
+    Field("parameters_active", _NAT), Field("memory", MEMORY), *STEP_LEDGER.fields))
 STEP_COST = Kind("StepCost", "spectune cost (one --batch)", "cost of one forward pass per GPU, by component",
                  _STEP)
 STEP_COST_SWEEP = Kind("StepCostSweep", "spectune cost (several --batch)",
@@ -271,8 +273,9 @@ WIDTH_DEPTH = Kind("WidthDepth", "spectune widthdepth",
     Field("depth_over_width", Number(digits=4)))))
 
 
-def step_cost_doc(cost: StepCost, marginal: dict[str, Any], inputs: dict[str, Any]) -> Document:
-    """Kind ``StepCost``: one pass's components (scalar inputs)."""
+def step_ledger(cost: StepCost, marginal: dict[str, Any]) -> dict[str, Any]:
+    """One pass's components, total seconds and marginal cost, as computed (see
+    :data:`STEP_LEDGER`)."""
     comps = []
     total = float(cost.seconds)
     for name, c in cost.components.items():
@@ -285,8 +288,12 @@ def step_cost_doc(cost: StepCost, marginal: dict[str, Any], inputs: dict[str, An
             "marginal_cost": marginal.get(name, 0.0),
             "share": float(c.seconds) / total if total else 0.0,
         })
-    return STEP_COST.dump({**inputs, "components": comps, "total_seconds": total,
-                           "marginal_cost": marginal.get("total", 0.0)})
+    return {"components": comps, "total_seconds": total, "marginal_cost": marginal.get("total", 0.0)}
+
+
+def step_cost_doc(cost: StepCost, marginal: dict[str, Any], inputs: dict[str, Any]) -> Document:
+    """Kind ``StepCost``: one pass's components (scalar inputs)."""
+    return STEP_COST.dump({**inputs, **step_ledger(cost, marginal)})
 
 
 def sweep_doc(steps: list[Document]) -> Document:

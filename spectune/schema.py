@@ -19,7 +19,9 @@ from spectune.documents import STEP_COST_SWEEP as _STEP_COST_SWEEP
 from spectune.documents import WIDTH_DEPTH as _WIDTH_DEPTH
 from spectune.envelope import API_VERSION
 from spectune.errors import InputError
+from spectune.fleet import FLEET_REPORT as _FLEET_REPORT
 from spectune.observe.observation import OBSERVATION as _OBSERVATION
+from spectune.observe.prometheus import FLEET as _FLEET
 
 Schema = dict[str, Any]
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -134,36 +136,9 @@ CHECK_REPORT = _doc("CheckReport", "spectune check",
 OBSERVATION = _OBSERVATION.schema()
 CALIBRATION = _CALIBRATION.schema()
 
-_EMBEDDED_OBSERVATION = {k: v for k, v in OBSERVATION.items() if k not in ("$schema", "$id")}
-FLEET = _doc("Fleet", "spectune observe --prometheus",
-                         "one Observation per group of servers, from Prometheus", {
-    "source": _obj({"prometheus": STR, "selector": _nullable(STR), "by": _arr(STR, 1)}),
-    "window": _obj({"start": STR, "end": STR, "seconds": NUM, "step_seconds": NUM}),
-    "groups": _arr(_EMBEDDED_OBSERVATION, 1),
-    "skipped": _arr(_obj({"labels": {"type": "object", "additionalProperties": STR}, "reason": STR})),
-    "notes": _arr(STR),
-})
+FLEET = _FLEET.schema()
 
-_EMBEDDED_RECOMMENDATION = {k: v for k, v in RECOMMENDATION.items() if k not in ("$schema", "$id")}
-_GAMMAS = _arr(_obj({"batch": POS_INT, "gamma": NONNEG_INT}))
-FLEET_REPORT = _doc("FleetReport", "spectune fleet / recommend --prometheus",
-                    "per deployment: current and recommended gamma, predicted gain, gamma table", {
-    "source": _obj({"prometheus": STR, "selector": _nullable(STR), "by": _arr(STR, 1),
-                    "window_seconds": NUM, "end": STR}),
-    "groups": _arr(_obj({
-        "labels": {"type": "object", "additionalProperties": STR},
-        "profile": STR, "config": _nullable(STR),
-        "acceptance": _obj({"conditional": _arr(FRACTION, 1), "source": STR}),
-        "batch_mix": _arr(_obj({"batch": POS_INT, "weight": FRACTION})),
-        "context_lengths": _arr(POS_INT),
-        "current": _nullable(_obj({"gamma": _GAMMAS, "speedup": NUM})),
-        "recommended": _obj({"gamma": _GAMMAS, "static_gamma": NONNEG_INT, "speedup": NUM}),
-        "gain": _nullable(NUM),
-        "notes": _arr(STR),
-        "recommendation": _EMBEDDED_RECOMMENDATION,
-    })),
-    "notes": _arr(STR),
-})
+FLEET_REPORT = _FLEET_REPORT.schema()
 
 CHECK_SET = _doc("CheckSet", "spectune check DIR --profiles MAP",
                  "every manifest of a directory checked against its profile", {

@@ -42,16 +42,25 @@ from spectune.docspec import (
     Text,
     parse_document,
 )
-from spectune.documents import RECOMMENDATION, SPEEDUP, STEP_COST, STEP_COST_SWEEP, WIDTH_DEPTH
+from spectune.documents import (
+    RECOMMENDATION,
+    SPEEDUP,
+    STEP_COST,
+    STEP_COST_SWEEP,
+    WIDTH_DEPTH,
+    recommendation_doc,
+)
 from spectune.errors import InputError
+from spectune.fleet import FLEET_REPORT, fleet_report_doc, fleet_row
 from spectune.observe.faults import ObserveUsageError
 from spectune.observe.observation import OBSERVATION, load_observation
+from spectune.observe.prometheus import FLEET
 from spectune.render import render
 from spectune.schema import SCHEMAS
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS: dict[str, Kind] = {k.name: k for k in (OBSERVATION, CALIBRATION, RECOMMENDATION, STEP_COST,
-                                               STEP_COST_SWEEP, SPEEDUP, WIDTH_DEPTH)}
+                                               STEP_COST_SWEEP, SPEEDUP, WIDTH_DEPTH, FLEET, FLEET_REPORT)}
 EXAMPLE = str(ROOT / "examples" / "qwen3-30b-a3b-h100-eagle3.yaml")
 #: Commands printing the other kinds, each shape once.
 PRINTS = {
@@ -83,6 +92,33 @@ def _calibrations() -> list[dict[str, Any]]:
             calibration_doc(f, None, prof, [])]
 
 
+def _fleets() -> list[dict[str, Any]]:
+    from dataclasses import replace
+
+    from test_observe_documents import _fixture_observation, load_log_observation
+
+    groups = [replace(_fixture_observation(), labels={"deployment": "chat"}),
+              replace(load_log_observation(), labels={"deployment": "code"})]
+    return [FLEET.dump({
+        "source": {"prometheus": "http://prom:9090", "selector": '{job="vllm"}', "by": ["deployment"]},
+        "window": {"start": "2026-11-23T08:00:00.000Z", "end": "2026-11-23T08:10:00.000Z",
+                   "seconds": 600.0, "step_seconds": 5.0},
+        "groups": groups, "skipped": [{"labels": {"deployment": "idle"}, "reason": "no drafts"}],
+        "notes": ["a note"]})]
+
+
+def _fleet_reports() -> list[dict[str, Any]]:
+    from spectune.profiles import load_deployment
+    from spectune.recommend import recommend
+
+    rec = recommend(load_deployment(EXAMPLE))
+    rows = [fleet_row({"deployment": "chat"}, rec, {1: 0.5, 16: 0.5}, lambda b: 3, "serve.yaml", ["n"]),
+            fleet_row({"deployment": "code"}, rec, None)]
+    source = {"prometheus": "http://prom:9090", "selector": None, "by": ["deployment"],
+              "window_seconds": 600.0, "end": "2026-11-23T08:10:00.000Z"}
+    return [fleet_report_doc(rows, source, [], recommendation_doc)]
+
+
 def _printed(runs: list[list[str]]) -> list[dict[str, Any]]:
     out = []
     for args in runs:
@@ -105,6 +141,7 @@ def _recommendations(tmp: Path) -> list[dict[str, Any]]:
 def docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
     return {"Observation": _observations(), "Calibration": _calibrations(),
             "Recommendation": _recommendations(tmp_path_factory.mktemp("docspec")),
+            "Fleet": _fleets(), "FleetReport": _fleet_reports(),
             **{kind: _printed(runs) for kind, runs in PRINTS.items()}}
 
 
@@ -168,16 +205,23 @@ def _shapes(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Documents of distinct shapes, recommendations cut to one point of each shape (the
     edits reach into the first item of a list; the rest would only cost time)."""
     out, seen = [], set()
-    for doc in docs:
-        doc = dict(doc)
-        if "points" in doc and isinstance(doc["points"][0], dict) and "feasible" in doc["points"][0]:
-            pts = {p["feasible"]: p for p in reversed(doc["points"])}
-            doc["points"] = [pts[k] for k in (True, False) if k in pts]
+    for doc in map(_cut, docs):
         shape = json.dumps(_keys(doc))
         if shape not in seen:
             seen.add(shape)
             out.append(doc)
     return out
+
+
+def _cut(node: Any) -> Any:
+    if isinstance(node, list):
+        if node and isinstance(node[0], dict) and "feasible" in node[0]:
+            first = {p["feasible"]: p for p in reversed(node)}
+            node = [first[k] for k in (True, False) if k in first]
+        return [_cut(v) for v in node]
+    if isinstance(node, dict):
+        return {k: _cut(v) for k, v in node.items()}
+    return node
 
 
 def _keys(node: Any) -> Any:

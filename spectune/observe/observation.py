@@ -425,14 +425,21 @@ def observation_from_dict(doc: Any, where: str = "observation",
     (``lines``: key path -> line, when the document came from YAML) and the key."""
     r = Reader(where, lines or {}, ObserveUsageError)
     obs: Observation = OBSERVATION.load(doc, r)
+    check_observation(obs, r)
+    return obs
+
+
+def check_observation(obs: Observation, r: Reader, at: str = "") -> None:
+    """What the spec cannot say: counts that must agree with each other; ``at`` prefixes
+    key paths (``groups[2].`` in a Fleet document)."""
     pp = obs.speculation.per_position
     if pp is not None and not len(pp.accepted) == len(pp.marginal) == len(pp.conditional):
-        raise r.fail("speculation.per_position",
+        raise r.fail(f"{at}speculation.per_position",
                      "accepted, marginal and conditional must have one entry per position each")
     op = obs.operating_point
     run = op.running
     if run is not None:
-        rp = "operating_point.running"
+        rp = f"{at}operating_point.running"
         if len({v for v, _ in run.values}) < len(run.values):
             raise r.fail(f"{rp}.distribution", "a running-request count appears twice")
         if sum(n for _, n in run.values) != run.samples:
@@ -441,9 +448,9 @@ def observation_from_dict(doc: Any, where: str = "observation",
     lengths = [h.mean for h in (op.prompt_tokens, op.generation_tokens)
                if h is not None and h.mean is not None]
     if sum(lengths) > MAX_CONTEXT:
-        raise r.fail("operating_point", f"mean prompt + generation length {sum(lengths):g} tokens is above "
-                                        f"{MAX_CONTEXT:,} (the longest context spectune evaluates)")
-    return obs
+        raise r.fail(f"{at}operating_point", f"mean prompt + generation length {sum(lengths):g} tokens "
+                                             f"is above {MAX_CONTEXT:,} (the longest context spectune "
+                                             "evaluates)")
 
 
 def load_observation(path: str | Path) -> Observation:
