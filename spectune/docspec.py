@@ -3,7 +3,7 @@ serialisation all come from the same tree of specs.
 
 A kind is a :class:`Kind` (name, the command that prints it, a closed :class:`Obj` body);
 its parts are :class:`Number`, :class:`Text`, :class:`Flag`, :class:`Choice`,
-:class:`Const`, :class:`List`, :class:`Obj`, :class:`Map`, :class:`AnyObject`,
+:class:`Const`, :class:`List`, :class:`Tuple`, :class:`Obj`, :class:`Map`, :class:`AnyObject`,
 :class:`OneOf` and :class:`Nullable`. From it:
 
 * :meth:`Kind.schema` -- the JSON Schema (draft 2020-12): closed objects, the bounds the
@@ -22,15 +22,41 @@ no line either. This module imports nothing heavier than ``difflib``.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spectune.envelope import API_VERSION
 from spectune.errors import InputError
 from spectune.limits import MAX_COUNT
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass as record
+else:
+    def record(cls: type) -> type:
+        """A frozen dataclass's constructor and repr without its code generation: dataclass
+        builds each class with exec (about 0.7 ms a class, 10 ms for this module) and this
+        module loads on the ``recommend`` cold start. Type checkers see a dataclass."""
+        names = list(cls.__dict__.get("__annotations__", {}))  # noqa: RUF063 (own annotations only, as text)
+        defaults = {n: cls.__dict__[n] for n in names if n in cls.__dict__}
+
+        def __init__(self: Any, *args: Any, **kw: Any) -> None:
+            if len(args) > len(names):
+                raise TypeError(f"{cls.__name__} takes {len(names)} arguments")
+            for n, v in zip(names, args, strict=False):
+                self.__dict__[n] = v
+            for n in names[len(args):]:
+                self.__dict__[n] = kw.pop(n) if n in kw else defaults[n]
+            if kw:
+                raise TypeError(f"{cls.__name__} got unknown arguments {sorted(kw)}")
+
+        def __repr__(self: Any) -> str:
+            return f"{cls.__name__}({', '.join(f'{n}={self.__dict__[n]!r}' for n in names)})"
+
+        cls.__init__ = __init__
+        cls.__repr__ = __repr__
+        return cls
+
 
 Schema = dict[str, Any]
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -73,14 +99,14 @@ def num(x: Any, digits: int = 6) -> int | float | None:
 
 
 # --------------------------------------------------------------------------- loading context
-@dataclass
 class Reader:
     """Where a document came from, for messages: ``where`` (file name), ``lines`` (key path
-    ``a.b[0].c`` -> line, from :func:`key_lines`) and the exception type to raise."""
+    ``a.b[0].c`` -> line, from :func:`key_lines`) and the exception to raise (given the whole
+    message; an InputError without it)."""
 
-    where: str
-    lines: Mapping[str, int] = field(default_factory=dict)
-    error: Callable[[str], Exception] | None = None
+    def __init__(self, where: str, lines: Mapping[str, int] | None = None,
+                 error: Callable[[str], Exception] | None = None) -> None:
+        self.where, self.lines, self.error = where, lines or {}, error
 
     def fail(self, path: str, msg: str) -> Exception:
         """``file:line: key.path: msg``; the line of the nearest enclosing key that has one."""
@@ -118,7 +144,7 @@ class Spec:
         return v
 
 
-@dataclass(frozen=True)
+@record
 class Number(Spec):
     """A finite number of magnitude at most 2**53 within [``minimum``, ``maximum``];
     ``integer``: whole (loaded as int). Written rounded to ``digits`` significant digits,
@@ -165,7 +191,7 @@ class Number(Spec):
         return v
 
 
-@dataclass(frozen=True)
+@record
 class Text(Spec):
     description: str = ""
 
@@ -178,7 +204,7 @@ class Text(Spec):
         return v
 
 
-@dataclass(frozen=True)
+@record
 class Flag(Spec):
     def schema(self) -> Schema:
         return {"type": "boolean"}
@@ -189,7 +215,7 @@ class Flag(Spec):
         return v
 
 
-@dataclass(frozen=True)
+@record
 class Choice(Spec):
     """One of ``values`` (text or numbers)."""
 
@@ -204,7 +230,7 @@ class Choice(Spec):
         return v
 
 
-@dataclass(frozen=True)
+@record
 class Const(Spec):
     """Exactly ``value`` (the envelope's apiVersion, kind and schema; a discriminator)."""
 
@@ -223,7 +249,7 @@ class Const(Spec):
         return self.value
 
 
-@dataclass(frozen=True)
+@record
 class Nullable(Spec):
     inner: Spec
     nullable = True
@@ -240,7 +266,7 @@ class Nullable(Spec):
         return self.inner.dump(v)
 
 
-@dataclass(frozen=True)
+@record
 class List(Spec):
     """A list of ``item``, loaded as a tuple; ``fraction``-style bounds live on the item."""
 
@@ -269,7 +295,31 @@ class List(Spec):
         return [self.item.dump(x) for x in v]
 
 
-@dataclass(frozen=True)
+@record
+class Tuple(Spec):
+    """A fixed-length list whose items each have their own spec (loaded as a tuple)."""
+
+    items: tuple[Spec, ...]
+    description: str = ""
+
+    def schema(self) -> Schema:
+        n = len(self.items)
+        out: Schema = {"type": "array", "prefixItems": [i.schema() for i in self.items], "minItems": n,
+                       "maxItems": n}
+        if self.description:
+            out["description"] = self.description
+        return out
+
+    def load(self, v: Any, path: str, r: Reader) -> tuple[Any, ...]:
+        if not isinstance(v, list) or len(v) != len(self.items):
+            raise r.fail(path, f"expected a list of {len(self.items)} items, got {describe(v)}")
+        return tuple(s.load(x, f"{path}[{i}]", r) for i, (s, x) in enumerate(zip(self.items, v, strict=True)))
+
+    def dump(self, v: Any) -> list[Any]:
+        return [s.dump(x) for s, x in zip(self.items, v, strict=True)]
+
+
+@record
 class Map(Spec):
     """A mapping of free text keys to ``value`` (e.g. Prometheus labels)."""
 
@@ -291,7 +341,7 @@ class Map(Spec):
         return {k: self.value.dump(x) for k, x in v.items()}
 
 
-@dataclass(frozen=True)
+@record
 class AnyObject(Spec):
     """A mapping passed through as given (an engine's own configuration)."""
 
@@ -304,7 +354,7 @@ class AnyObject(Spec):
         return v
 
 
-@dataclass(frozen=True)
+@record
 class Field:
     """One key: its ``spec``; ``required`` on load (an optional nullable field is still
     written, as null; an optional other field is left out when None or empty); ``attr``:
@@ -316,7 +366,7 @@ class Field:
     attr: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Obj(Spec):
     """A closed mapping of ``fields`` (in document order). ``build`` makes the loaded object
     from keyword arguments named by attribute (a dict without it); ``parts`` gives an
@@ -345,6 +395,8 @@ class Obj(Spec):
         known = self.names()
         for k in v:
             if k not in known:
+                import difflib
+
                 close = difflib.get_close_matches(str(k), known, n=1)
                 hint = (f" (did you mean {close[0]!r}?)" if close
                         else f" (expected one of: {', '.join(known)})")
@@ -389,7 +441,7 @@ class Obj(Spec):
         return out
 
 
-@dataclass(frozen=True)
+@record
 class OneOf(Spec):
     """One of several mappings told apart by the constant at ``key`` (``feasible``)."""
 
@@ -420,7 +472,7 @@ class OneOf(Spec):
 
 
 # --------------------------------------------------------------------------- kinds
-@dataclass(frozen=True)
+@record
 class Kind:
     """A versioned document: ``apiVersion``, ``kind``, (``schema`` when ``version``), then
     ``body``'s fields. ``command`` prints it; ``make`` tells a user how to make one."""

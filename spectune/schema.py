@@ -1,9 +1,15 @@
-"""JSON Schemas (draft 2020-12) of every machine-readable document spectune prints.
+"""The registry of document kinds: every machine-readable document spectune prints, and its
+JSON Schema (draft 2020-12).
 
-``spectune schema`` lists the kinds, ``spectune schema KIND`` prints one schema. Each
-document is a versioned envelope: ``apiVersion: spectune/v1`` and ``kind``; fields are
-described (with units) in docs/schema.md. The schemas are closed (no unknown keys), so a
-field added to a document without documenting it here fails the schema tests.
+Each kind is defined once, with the code that writes it (and reads it back), as a
+:class:`spectune.docspec.Kind`: its schema, its validation on load and its serialisation
+all come from that one definition. This module only assembles them. ``spectune schema``
+lists the kinds, ``spectune schema KIND`` prints one schema; fields are described (with
+units) in docs/schema.md. Every schema is closed (no unknown keys), and a document cannot
+be written with a key its definition does not describe.
+
+CheckReport and CheckSet are defined here for now: ``spectune/check.py`` is being split
+(the engines work); their definitions move next to the code that builds them then.
 """
 
 from __future__ import annotations
@@ -11,148 +17,84 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from spectune.calibration import CALIBRATION as _CALIBRATION
-from spectune.documents import RECOMMENDATION as _RECOMMENDATION
-from spectune.documents import SPEEDUP as _SPEEDUP
-from spectune.documents import STEP_COST as _STEP_COST
-from spectune.documents import STEP_COST_SWEEP as _STEP_COST_SWEEP
-from spectune.documents import WIDTH_DEPTH as _WIDTH_DEPTH
-from spectune.envelope import API_VERSION
+from spectune.api import PROFILE_LIST
+from spectune.calibration import CALIBRATION
+from spectune.docspec import Choice, Field, Flag, Kind, List, Nullable, Number, Obj, Text, Tuple
+from spectune.documents import (
+    METADATA,
+    RECOMMENDATION,
+    SPEEDUP,
+    STEP_COST,
+    STEP_COST_SWEEP,
+    WIDTH_DEPTH,
+)
 from spectune.errors import InputError
-from spectune.fleet import FLEET_REPORT as _FLEET_REPORT
-from spectune.observe.observation import OBSERVATION as _OBSERVATION
-from spectune.observe.prometheus import FLEET as _FLEET
+from spectune.fleet import FLEET_REPORT
+from spectune.observe.observation import OBSERVATION
+from spectune.observe.prometheus import FLEET
 
 Schema = dict[str, Any]
-DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
-NUM: Schema = {"type": "number"}
-INT: Schema = {"type": "integer"}
-NONNEG_INT: Schema = {"type": "integer", "minimum": 0}
-POS_INT: Schema = {"type": "integer", "minimum": 1}
-STR: Schema = {"type": "string"}
-BOOL: Schema = {"type": "boolean"}
-FRACTION: Schema = {"type": "number", "minimum": 0, "maximum": 1}
+_NAT = Number(integer=True, minimum=0)
+_POS = Number(integer=True, minimum=1)
+_ENGINES = Choice(("vllm", "sglang"))
 
+CHECK_REPORT = Kind("CheckReport", "spectune check",
+                    "a serving configuration's speculation against the recommended settings", Obj((
+    Field("metadata", METADATA),
+    Field("verdict", Choice(("pass", "fail"))),
+    Field("exit_code", Choice((0, 1))),
+    Field("tolerance", Number(minimum=0, maximum=1)),
+    Field("summary", Text()),
+    Field("config", Obj((
+        Field("file", Text()),
+        Field("format", Choice(("vllm-config-file", "command-line", "kubernetes"))),
+        Field("line", Nullable(_POS)), Field("engine", _ENGINES),
+        Field("method", Nullable(Text())), Field("model", Nullable(Text())), Field("speculate", Flag()),
+        Field("num_speculative_tokens", Nullable(_POS)),
+        Field("schedule", Nullable(List(Tuple((_POS, _POS, _NAT), "[first batch size, last batch size, "
+                                                                  "gamma], inclusive"), 1))),
+        Field("schedule_active", Flag()), Field("data_parallel_size", _POS),
+        Field("sglang", Nullable(Obj((
+            Field("num_steps", Nullable(_NAT)), Field("eagle_topk", Nullable(_POS)),
+            Field("num_draft_tokens", Nullable(_POS)), Field("adaptive", Flag()),
+            Field("adaptive_config", Nullable(Text())))))),
+    ))),
+    Field("profile", Obj((
+        Field("name", Text()), Field("model", Text()),
+        Field("drafter", Obj((Field("kind", Text()), Field("name", Text()),
+                              Field("path", Nullable(Text()))))),
+        Field("engine", Text()), Field("gamma_max", _POS)))),
+    Field("points", List(Obj((
+        Field("batch", _POS), Field("context", _NAT),
+        Field("configured_gamma", _NAT), Field("configured_speedup", Number()),
+        Field("recommended_gamma", _NAT), Field("recommended_speedup", Number()),
+        Field("unconstrained_gamma", _NAT), Field("unconstrained_speedup", Number()),
+        Field("shortfall", Number()), Field("slows_down", Flag()), Field("feasible", Flag()),
+        Field("ok", Flag()),
+        *(Field(k, Number()) for k in ("plain_tokens_per_s", "configured_tokens_per_s",
+                                       "recommended_tokens_per_s")))), 1)),
+    Field("failing_points", _NAT),
+    Field("worst", Obj((Field("batch", _POS), Field("context", _NAT), Field("shortfall", Number())))),
+    Field("warnings", List(Text())),
+    Field("fix", Nullable(Obj((
+        Field("engine", _ENGINES), Field("format", Choice(("vllm-config-file", "command-line"))),
+        Field("snippet", Text()), Field("adaptive_config", Text(), required=False),
+        Field("max_shortfall", Number()))))),
+    Field("notes", List(Text())),
+)))
 
-def _nullable(s: Schema) -> Schema:
-    return {"anyOf": [s, {"type": "null"}]}
+CHECK_SET = Kind("CheckSet", "spectune check DIR --profiles MAP",
+                 "every manifest of a directory checked against its profile", Obj((
+    Field("verdict", Choice(("pass", "fail"))),
+    Field("summary", Text()),
+    Field("checks", List(Obj((Field("manifest", Text()), Field("profile", Text()),
+                              Field("report", CHECK_REPORT.obj))))),
+)))
 
-
-def _obj(props: dict[str, Schema], required: list[str] | None = None, description: str = "") -> Schema:
-    out: Schema = {"type": "object"}
-    if description:
-        out["description"] = description
-    out["properties"] = props
-    out["required"] = list(props) if required is None else required
-    out["additionalProperties"] = False
-    return out
-
-
-def _arr(items: Schema, min_items: int = 0) -> Schema:
-    out: Schema = {"type": "array", "items": items}
-    if min_items:
-        out["minItems"] = min_items
-    return out
-
-
-def _doc(kind: str, command: str, description: str, props: dict[str, Schema],
-         required: list[str] | None = None) -> Schema:
-    """A document's schema; its ``description`` names the command that prints it (what
-    ``spectune schema`` lists)."""
-    description = f"{command} -o yaml|json: {description}"
-    body = {"apiVersion": {"const": API_VERSION}, "kind": {"const": kind}, **props}
-    req = ["apiVersion", "kind", *(list(props) if required is None else required)]
-    return {"$schema": DIALECT, "$id": f"urn:spectune:schema:v1:{kind}", "title": kind,
-            **_obj(body, req, description)}
-
-
-METADATA = _obj({"spectune": STR, "schema": STR})
-PARALLELISM = _obj({"tp": POS_INT, "ep": POS_INT, "dp": POS_INT})
-
-RECOMMENDATION = _RECOMMENDATION.schema()
-
-STEP_COST = _STEP_COST.schema()
-STEP_COST_SWEEP = _STEP_COST_SWEEP.schema()
-SPEEDUP = _SPEEDUP.schema()
-
-PROFILE_LIST = _doc("ProfileList", "spectune profiles list", "built-in profiles and shipped examples", {
-    "profiles": _arr(_obj({"kind": {"enum": ["gpus", "models", "drafters", "engines", "examples"]},
-                           "name": STR, "description": STR})),
-})
-
-_RANGE = {"type": "array", "prefixItems": [POS_INT, POS_INT, NONNEG_INT], "minItems": 3,
-          "maxItems": 3, "description": "[first batch size, last batch size, gamma], inclusive"}
-CHECK_REPORT = _doc("CheckReport", "spectune check",
-                    "a serving configuration's speculation against the recommended settings", {
-    "metadata": METADATA,
-    "verdict": {"enum": ["pass", "fail"]},
-    "exit_code": {"enum": [0, 1]},
-    "tolerance": FRACTION,
-    "summary": STR,
-    "config": _obj({
-        "file": STR,
-        "format": {"enum": ["vllm-config-file", "command-line", "kubernetes"]},
-        "line": _nullable(POS_INT),
-        "engine": {"enum": ["vllm", "sglang"]},
-        "method": _nullable(STR),
-        "model": _nullable(STR),
-        "speculate": BOOL,
-        "num_speculative_tokens": _nullable(POS_INT),
-        "schedule": _nullable(_arr(_RANGE, 1)),
-        "schedule_active": BOOL,
-        "data_parallel_size": POS_INT,
-        "sglang": _nullable(_obj({
-            "num_steps": _nullable(NONNEG_INT), "eagle_topk": _nullable(POS_INT),
-            "num_draft_tokens": _nullable(POS_INT), "adaptive": BOOL,
-            "adaptive_config": _nullable(STR)})),
-    }),
-    "profile": _obj({
-        "name": STR, "model": STR,
-        "drafter": _obj({"kind": STR, "name": STR, "path": _nullable(STR)}),
-        "engine": STR, "gamma_max": POS_INT,
-    }),
-    "points": _arr(_obj({
-        "batch": POS_INT, "context": NONNEG_INT,
-        "configured_gamma": NONNEG_INT, "configured_speedup": NUM,
-        "recommended_gamma": NONNEG_INT, "recommended_speedup": NUM,
-        "unconstrained_gamma": NONNEG_INT, "unconstrained_speedup": NUM,
-        "shortfall": NUM, "slows_down": BOOL, "feasible": BOOL, "ok": BOOL,
-        "plain_tokens_per_s": NUM, "configured_tokens_per_s": NUM, "recommended_tokens_per_s": NUM,
-    }), 1),
-    "failing_points": NONNEG_INT,
-    "worst": _obj({"batch": POS_INT, "context": NONNEG_INT, "shortfall": NUM}),
-    "warnings": _arr(STR),
-    "fix": _nullable(_obj({
-        "engine": {"enum": ["vllm", "sglang"]},
-        "format": {"enum": ["vllm-config-file", "command-line"]},
-        "snippet": STR,
-        "adaptive_config": STR,
-        "max_shortfall": NUM,
-    }, required=["engine", "format", "snippet", "max_shortfall"])),
-    "notes": _arr(STR),
-})
-
-OBSERVATION = _OBSERVATION.schema()
-CALIBRATION = _CALIBRATION.schema()
-
-FLEET = _FLEET.schema()
-
-FLEET_REPORT = _FLEET_REPORT.schema()
-
-CHECK_SET = _doc("CheckSet", "spectune check DIR --profiles MAP",
-                 "every manifest of a directory checked against its profile", {
-    "verdict": {"enum": ["pass", "fail"]},
-    "summary": STR,
-    "checks": _arr(_obj({"manifest": STR, "profile": STR,
-                         "report": {k: v for k, v in CHECK_REPORT.items() if k not in ("$schema", "$id")}})),
-})
-
-WIDTH_DEPTH = _WIDTH_DEPTH.schema()
-
-SCHEMAS: dict[str, Schema] = {s["title"]: s for s in (
-    RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT, OBSERVATION,
-    WIDTH_DEPTH, FLEET, FLEET_REPORT, CHECK_SET, CALIBRATION)}
+KINDS: tuple[Kind, ...] = (RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT,
+                           OBSERVATION, WIDTH_DEPTH, FLEET, FLEET_REPORT, CHECK_SET, CALIBRATION)
+SCHEMAS: dict[str, Schema] = {k.name: k.schema() for k in KINDS}
 
 
 def kinds() -> dict[str, str]:
