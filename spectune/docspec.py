@@ -241,7 +241,7 @@ class Const(Spec):
         return {"const": self.value}
 
     def load(self, v: Any, path: str, r: Reader) -> Any:
-        if type(v) is not type(self.value) or v != self.value:
+        if isinstance(v, bool) != isinstance(self.value, bool) or v != self.value:  # JSON: 1 == 1.0
             raise r.fail(path, f"expected {self.value!r}, got {v!r}{self.hint}")
         return v
 
@@ -397,10 +397,9 @@ class Obj(Spec):
             if k not in known:
                 import difflib
 
-                close = difflib.get_close_matches(str(k), known, n=1)
-                hint = (f" (did you mean {close[0]!r}?)" if close
-                        else f" (expected one of: {', '.join(known)})")
-                raise r.fail(_at(path, str(k)), f"unknown key{hint}")
+                close = difflib.get_close_matches(str(k), known, n=1, cutoff=0.5)
+                hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
+                raise r.fail(_at(path, str(k)), f"unknown key {describe(str(k))}{hint}")
         out: dict[str, Any] = {}
         for f in self.fields:
             if f.name not in v:

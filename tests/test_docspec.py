@@ -313,8 +313,8 @@ def test_public_loaders_name_file_line_and_key(tmp_path: Path, docs: dict[str, l
     obs["window"] = {**obs["window"], "sample": 3}
     f = tmp_path / "obs.yaml"
     f.write_text(render(obs, "yaml"))
-    with pytest.raises(ObserveUsageError, match=re.escape(f"{f}:") + r"\d+: window\.sample: unknown key "
-                                                "\\(did you mean 'samples'\\?\\)"):
+    says = re.escape(f"{f}:") + r"\d+: window\.sample: unknown key 'sample'; did you mean 'samples'\?"
+    with pytest.raises(ObserveUsageError, match=says):
         load_observation(f)
     cal = docs["Calibration"][0]
     bad = {**cal, "fit": {**cal["fit"], "windows": "six"}}
