@@ -8,8 +8,8 @@ lists the kinds, ``spectune schema KIND`` prints one schema; fields are describe
 units) in docs/schema.md. Every schema is closed (no unknown keys), and a document cannot
 be written with a key its definition does not describe.
 
-CheckReport and CheckSet are defined here for now: ``spectune/check.py`` is being split
-(the engines work); their definitions move next to the code that builds them then.
+CheckReport is defined in :mod:`spectune.check_report` (``spectune/check.py`` builds the
+document; it is being split, and will write it through the definition once that lands).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 
 from spectune.api import PROFILE_LIST
 from spectune.calibration import CALIBRATION
-from spectune.docspec import Choice, Field, Flag, Kind, List, Nullable, Number, Obj, Text, Tuple
+from spectune.check_report import CHECK_REPORT
+from spectune.docspec import Kind
 from spectune.documents import (
-    METADATA,
     RECOMMENDATION,
     SPEEDUP,
     STEP_COST,
@@ -30,67 +30,11 @@ from spectune.documents import (
 )
 from spectune.errors import InputError
 from spectune.fleet import FLEET_REPORT
+from spectune.gitops import CHECK_SET
 from spectune.observe.observation import OBSERVATION
 from spectune.observe.prometheus import FLEET
 
 Schema = dict[str, Any]
-
-_NAT = Number(integer=True, minimum=0)
-_POS = Number(integer=True, minimum=1)
-_ENGINES = Choice(("vllm", "sglang"))
-
-CHECK_REPORT = Kind("CheckReport", "spectune check",
-                    "a serving configuration's speculation against the recommended settings", Obj((
-    Field("metadata", METADATA),
-    Field("verdict", Choice(("pass", "fail"))),
-    Field("exit_code", Choice((0, 1))),
-    Field("tolerance", Number(minimum=0, maximum=1)),
-    Field("summary", Text()),
-    Field("config", Obj((
-        Field("file", Text()),
-        Field("format", Choice(("vllm-config-file", "command-line", "kubernetes"))),
-        Field("line", Nullable(_POS)), Field("engine", _ENGINES),
-        Field("method", Nullable(Text())), Field("model", Nullable(Text())), Field("speculate", Flag()),
-        Field("num_speculative_tokens", Nullable(_POS)),
-        Field("schedule", Nullable(List(Tuple((_POS, _POS, _NAT), "[first batch size, last batch size, "
-                                                                  "gamma], inclusive"), 1))),
-        Field("schedule_active", Flag()), Field("data_parallel_size", _POS),
-        Field("sglang", Nullable(Obj((
-            Field("num_steps", Nullable(_NAT)), Field("eagle_topk", Nullable(_POS)),
-            Field("num_draft_tokens", Nullable(_POS)), Field("adaptive", Flag()),
-            Field("adaptive_config", Nullable(Text())))))),
-    ))),
-    Field("profile", Obj((
-        Field("name", Text()), Field("model", Text()),
-        Field("drafter", Obj((Field("kind", Text()), Field("name", Text()),
-                              Field("path", Nullable(Text()))))),
-        Field("engine", Text()), Field("gamma_max", _POS)))),
-    Field("points", List(Obj((
-        Field("batch", _POS), Field("context", _NAT),
-        Field("configured_gamma", _NAT), Field("configured_speedup", Number()),
-        Field("recommended_gamma", _NAT), Field("recommended_speedup", Number()),
-        Field("unconstrained_gamma", _NAT), Field("unconstrained_speedup", Number()),
-        Field("shortfall", Number()), Field("slows_down", Flag()), Field("feasible", Flag()),
-        Field("ok", Flag()),
-        *(Field(k, Number()) for k in ("plain_tokens_per_s", "configured_tokens_per_s",
-                                       "recommended_tokens_per_s")))), 1)),
-    Field("failing_points", _NAT),
-    Field("worst", Obj((Field("batch", _POS), Field("context", _NAT), Field("shortfall", Number())))),
-    Field("warnings", List(Text())),
-    Field("fix", Nullable(Obj((
-        Field("engine", _ENGINES), Field("format", Choice(("vllm-config-file", "command-line"))),
-        Field("snippet", Text()), Field("adaptive_config", Text(), required=False),
-        Field("max_shortfall", Number()))))),
-    Field("notes", List(Text())),
-)))
-
-CHECK_SET = Kind("CheckSet", "spectune check DIR --profiles MAP",
-                 "every manifest of a directory checked against its profile", Obj((
-    Field("verdict", Choice(("pass", "fail"))),
-    Field("summary", Text()),
-    Field("checks", List(Obj((Field("manifest", Text()), Field("profile", Text()),
-                              Field("report", CHECK_REPORT.obj))))),
-)))
 
 KINDS: tuple[Kind, ...] = (RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT,
                            OBSERVATION, WIDTH_DEPTH, FLEET, FLEET_REPORT, CHECK_SET, CALIBRATION)
