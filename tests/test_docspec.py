@@ -346,3 +346,19 @@ def test_writing_a_key_the_spec_does_not_describe_fails() -> None:
         CALIBRATION.dump({"profile": {}, "constants": [], "drafting": None, "windows": [],
                           "fit": {"windows": 1, "fitted": 0, "rms_residual": None}, "notes": [],
                           "extra": 1})
+
+
+def test_recommend_refuses_an_unknown_key(tmp_path: Path, docs: dict[str, list[dict[str, Any]]]) -> None:
+    """Through the command line: exit 2, one line naming file, line and key, nothing on stdout."""
+    obs = json.loads(json.dumps(docs["Observation"][0]))
+    obs["speculation"]["acceptance_rate"] = 0.5
+    f = tmp_path / "obs.yaml"
+    f.write_text(render(obs, "yaml"))
+    res = CliRunner().invoke(cli, ["recommend", EXAMPLE, "--observed", str(f)])
+    assert res.exit_code == 2 and res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    found = re.search(re.escape(str(f)) + r":(\d+): speculation\.acceptance_rate: unknown key", lines[0])
+    assert found is not None, lines[0]
+    line = int(found.group(1))
+    assert f.read_text().splitlines()[line - 1].strip().startswith("acceptance_rate:")
