@@ -339,9 +339,14 @@ def distribution(values: list[float]) -> Distribution | None:
 
 
 # --------------------------------------------------------------------------- the document
-def _count(decimals: int = 6, maximum: float | None = None) -> Number:
+def _count(decimals: int = 6, maximum: float | None = None, unit: str = "") -> Number:
     """A measured count, rate or duration: not negative; written with ``decimals``."""
-    return Number(minimum=0, maximum=maximum, decimals=decimals)
+    return Number(minimum=0, maximum=maximum, decimals=decimals, description=unit)
+
+
+def _known(unit: str) -> Nullable:
+    """A measured quantity in ``unit``; null when the source does not report it."""
+    return Nullable(_count(unit=unit))
 
 
 _CNT = Nullable(_count())
@@ -368,20 +373,24 @@ OBSERVATION = Kind(KIND, "spectune observe", "what was measured on a running ser
                         build=Source)),
     Field("window", Obj((
         Field("start", Nullable(Text(description="ISO 8601 UTC"))), Field("end", Nullable(Text())),
-        Field("seconds", Nullable(_count(3))), Field("interval_seconds", Nullable(_count(3))),
+        Field("seconds", Nullable(_count(3, unit="seconds"))),
+        Field("interval_seconds", Nullable(_count(3, unit="seconds"))),
         Field("samples", Number(integer=True, minimum=0)),
         Field("failed_samples", Number(integer=True, minimum=0))), build=Window)),
     Field("speculation", Obj((
-        Field("drafts", _CNT), Field("draft_tokens", _CNT), Field("accepted_tokens", _CNT),
+        Field("drafts", _known("verify passes with >= 1 draft token")),
+        Field("draft_tokens", _known("tokens")),
+        Field("accepted_tokens", _known("tokens")),
         Field("num_speculative_tokens", Nullable(Number(integer=True, minimum=0))),
-        Field("mean_draft_length", _CNT), Field("mean_acceptance_length", _CNT),
-        Field("draft_acceptance_rate", _CNT),
+        Field("mean_draft_length", _known("tokens per draft")),
+        Field("mean_acceptance_length", _known("tokens per verify pass (1 + accepted / drafts)")),
+        Field("draft_acceptance_rate", _known("accepted / draft tokens")),
         Field("per_position", Nullable(Obj((
             Field("accepted", List(_count())), Field("marginal", _RATES), Field("conditional", _RATES)),
             build=PerPosition))),
         Field("per_position_note", Nullable(Text())), Field("basis", Text())), build=Speculation)),
     Field("segments", List(Obj((
-        Field("start", Text()), Field("end", Text()), Field("seconds", _count(3)),
+        Field("start", Text()), Field("end", Text()), Field("seconds", _count(3, unit="seconds")),
         Field("samples", Number(integer=True, minimum=0)), Field("drafts", _CNT),
         Field("draft_tokens", _CNT), Field("accepted_tokens", _CNT),
         Field("reset_before", Nullable(Text()))), build=SegmentInfo))),
