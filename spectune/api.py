@@ -24,7 +24,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spectune.envelope import Document, envelope
+from spectune.docspec import Choice, Field, Kind, List, Obj, Text
+from spectune.envelope import Document
 
 if TYPE_CHECKING:
     from spectune.check import CheckResult
@@ -179,7 +180,13 @@ def list_profiles(kind: str | None = None) -> Document:
             head = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
             desc = head.get("name") or head.get("description") or ""
             rows.append({"kind": k, "name": f.stem, "description": str(desc)})
-    return envelope("ProfileList", {"profiles": rows})
+    return PROFILE_LIST.dump({"profiles": rows})
+
+
+PROFILE_LIST = Kind("ProfileList", "spectune profiles list", "built-in profiles and shipped examples", Obj((
+    Field("profiles", List(Obj((Field("kind", Choice(("gpus", "models", "drafters", "engines", "examples"))),
+                                Field("name", Text()), Field("description", Text()))))),
+)))
 
 
 def document(result: Any) -> Document:

@@ -42,7 +42,19 @@ from spectune.calibrate import (
     with_constants,
 )
 from spectune.deployment import Deployment
-from spectune.envelope import envelope
+from spectune.docspec import (
+    Choice,
+    Field,
+    Flag,
+    Kind,
+    List,
+    Nullable,
+    Number,
+    Obj,
+    Reader,
+    Text,
+    parse_document,
+)
 from spectune.errors import InputError
 
 KIND = "Calibration"
@@ -110,17 +122,36 @@ def drafting_from_observations(obs: list[Any], names: list[str]) -> Drafting | N
 
 
 # --------------------------------------------------------------------------- document
-def _num(x: float | None, digits: int = 6) -> float | None:
-    if x is None or not math.isfinite(x):
-        return None
-    return float(f"{x:.{digits}g}")
+_US = "microseconds (unit us) or a fraction of the device's peak (unit fraction)"
+_SHARE = Number(minimum=0, maximum=1, digits=4)
+_MS = Number(digits=4, description="milliseconds")
+
+CALIBRATION = Kind(KIND, "spectune calibrate", "engine constants fitted to observed step times", Obj((
+    Field("profile", Obj(tuple(Field(k, Text()) for k in ("name", "gpu", "model", "drafter", "engine")))),
+    Field("constants", List(Obj((
+        Field("name", Choice(PARAMS)), Field("unit", Choice(("us", "fraction"))),
+        Field("value", Number(digits=6, description=_US)), Field("stderr", Nullable(Number(digits=6))),
+        Field("identified", Flag()), Field("default", Number(digits=6)),
+        Field("note", Text(), required=False))))),
+    Field("drafting", Nullable(Obj((Field("draft_fraction", _SHARE), Field("draft_fill", _SHARE),
+                                    Field("source", Text())), build=Drafting))),
+    Field("windows", List(Obj((
+        Field("name", Text()), Field("speculative", Flag()), Field("batch", Number(digits=4)),
+        Field("width", Number(digits=4)), Field("context", Number(digits=4)),
+        Field("measured_step_ms", _MS), Field("predicted_step_ms", _MS),
+        Field("residual", Number(digits=3, description="predicted / measured - 1")))))),
+    Field("fit", Obj((Field("windows", Number(integer=True, minimum=1)),
+                      Field("fitted", Number(integer=True, minimum=0)),
+                      Field("rms_residual", Nullable(Number(digits=3)))))),
+    Field("notes", List(Text())),
+)), version=SCHEMA_VERSION, make="spectune calibrate")
 
 
 def _show(name: str, v: float | None) -> float | None:
     """A constant in document units."""
     if v is None:
         return None
-    return _num(v * 1e6 if UNITS[name] == "us" else v)
+    return v * 1e6 if UNITS[name] == "us" else v
 
 
 def calibration_doc(fit: Fit, drafting: Drafting | None, profile: dict[str, str],
@@ -135,79 +166,51 @@ def calibration_doc(fit: Fit, drafting: Drafting | None, profile: dict[str, str]
         elif c.stderr is None:
             row["note"] = "as many fitted constants as windows: no standard error"
         consts.append(row)
-    wins = [{"name": w.name, "speculative": w.speculative, "batch": _num(w.batch, 4),
-             "width": _num(w.width, 4), "context": _num(w.context, 4),
-             "measured_step_ms": _num(w.step_seconds * 1e3, 4), "predicted_step_ms": _num(p * 1e3, 4),
-             "residual": _num(r, 3)}
+    wins = [{"name": w.name, "speculative": w.speculative, "batch": w.batch, "width": w.width,
+             "context": w.context, "measured_step_ms": w.step_seconds * 1e3, "predicted_step_ms": p * 1e3,
+             "residual": r}
             for w, p, r in zip(fit.windows, fit.predicted, fit.residuals, strict=True)]
     res = fit.residuals
-    return envelope(KIND, {
-        "schema": SCHEMA_VERSION,
+    return CALIBRATION.dump({
         "profile": profile,
         "constants": consts,
-        "drafting": None if drafting is None else {
-            "draft_fraction": _num(drafting.draft_fraction, 4), "draft_fill": _num(drafting.draft_fill, 4),
-            "source": drafting.source},
+        "drafting": drafting,
         "windows": wins,
         "fit": {"windows": len(fit.windows), "fitted": sum(c.identified for c in fit.constants),
-                "rms_residual": _num(math.sqrt(sum(r * r for r in res) / len(res)), 3)},
+                "rms_residual": math.sqrt(sum(r * r for r in res) / len(res))},
         "notes": notes,
     })
 
 
-def calibration_from_dict(doc: Any, where: str) -> Calibration:
-    """Read a Calibration document back; InputError names ``where`` and the key."""
-    def bad(key: str, msg: str) -> InputError:
-        return InputError(msg, where, None, key)
-
-    if not isinstance(doc, dict):
-        raise bad("(top)", "expected a Calibration document (make one with `spectune calibrate`)")
-    if doc.get("kind") != KIND:
-        raise bad("kind", f"expected {KIND!r}, got {doc.get('kind')!r} (make one with `spectune calibrate`)")
-    if doc.get("schema") != SCHEMA_VERSION:
-        raise bad("schema", f"this spectune reads Calibration schema {SCHEMA_VERSION}, "
-                            f"got {doc.get('schema')!r}")
-    rows = doc.get("constants")
-    if not isinstance(rows, list):
-        raise bad("constants", "expected a list of {name, value, identified}")
+def calibration_from_dict(doc: Any, where: str, lines: dict[str, int] | None = None) -> Calibration:
+    """Read a Calibration document back; InputError names ``where``, the line and the key."""
+    r = Reader(where, lines or {})
+    d = CALIBRATION.load(doc, r)
     values: dict[str, float] = {}
-    for i, row in enumerate(rows):
-        key = f"constants[{i}]"
-        if not isinstance(row, dict) or row.get("name") not in PARAMS:
-            raise bad(key, f"expected a mapping whose name is one of {', '.join(PARAMS)}")
-        if not row.get("identified"):
+    for i, row in enumerate(d["constants"]):
+        name, v = row["name"], row["value"]
+        if not row["identified"]:
             continue
-        v = row.get("value")
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-            raise bad(f"{key}.value", f"expected a positive number, got {v!r}")
-        name = row["name"]
+        if v <= 0:  # a fitted constant of zero would price a step as free
+            raise r.fail(f"constants[{i}].value", f"expected a positive number, got {v!r}")
         if UNITS[name] == "fraction" and v > 1:
-            raise bad(f"{key}.value", f"expected a fraction in (0, 1], got {v!r}")
-        values[name] = float(v) * (1e-6 if UNITS[name] == "us" else 1.0)
-    dr = doc.get("drafting")
-    drafting = None
-    if dr is not None:
-        if not isinstance(dr, dict):
-            raise bad("drafting", "expected a mapping or null")
-        nums = []
+            raise r.fail(f"constants[{i}].value", f"expected a fraction in (0, 1], got {v!r}")
+        values[name] = v * (1e-6 if UNITS[name] == "us" else 1.0)
+    drafting = d["drafting"]
+    if drafting is not None:
         for k in ("draft_fraction", "draft_fill"):
-            v = dr.get(k)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
-                raise bad(f"drafting.{k}", f"expected a number in (0, 1], got {v!r}")
-            nums.append(float(v))
-        drafting = Drafting(nums[0], nums[1], str(dr.get("source") or ""))
-    prof = doc.get("profile")
-    fitted_for = ({k: str(prof[k]) for k in ("gpu", "model", "engine") if isinstance(prof.get(k), str)}
-                  if isinstance(prof, dict) else {})
+            if getattr(drafting, k) <= 0:
+                raise r.fail(f"drafting.{k}", f"expected a number in (0, 1], got {getattr(drafting, k)!r}")
+    fitted_for = {k: d["profile"][k] for k in ("gpu", "model", "engine")}
     return Calibration(values, drafting, where, fitted_for)
 
 
 def load_calibration(path: str | Path) -> Calibration:
     """A ``spectune calibrate -o yaml|json`` file."""
-    from spectune.inputs import read_input, yaml_document
+    from spectune.inputs import read_input
 
-    data, _ = yaml_document(read_input(str(path)), str(path))
-    return calibration_from_dict(data, str(path))
+    doc, lines = parse_document(read_input(str(path)), str(path))
+    return calibration_from_dict(doc, str(path), lines)
 
 
 def apply_calibration(dep: Deployment, cal: Calibration) -> Deployment:

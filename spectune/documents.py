@@ -15,8 +15,10 @@ from spectune.acceptance import Acceptance
 from spectune.cost import StepCost
 from spectune.cost.roofline import intensity
 from spectune.deployment import Deployment
-from spectune.envelope import Document, envelope
+from spectune.docspec import Choice, Const, Field, Flag, Kind, List, Nullable, Number, Obj, OneOf, Text, sig
+from spectune.envelope import Document
 from spectune.memory import Memory, infeasible_reason, parameter_counts
+from spectune.model import DRAFTER_KINDS
 from spectune.recommend import Recommendation
 from spectune.speedup import PointSpeedup, closed_form
 from spectune.uncertainty import speedup_band
@@ -24,24 +26,85 @@ from spectune.version import __version__
 
 if TYPE_CHECKING:  # the simulators load only when asked for (recommend cold start)
     from spectune.ragged import RaggedGrid
-    from spectune.slo import Goodput, Operating
-    from spectune.widthdepth import Spend, WidthDepth
+    from spectune.slo import Goodput
+    from spectune.widthdepth import WidthDepth
 
 
-def sig(x: Any, digits: int = 6) -> float:
-    """``x`` rounded to ``digits`` significant digits (stable text across platforms)."""
-    v = float(x)
-    if v == 0 or not np.isfinite(v):
-        return 0.0 if v == 0 else v
-    return float(f"{v:.{digits}g}")
+_NAT = Number(integer=True, minimum=0)
+_POS = Number(integer=True, minimum=1)
+_FRACTION = Number(minimum=0, maximum=1)
+_GB = Number(digits=4, description="GB (1e9 bytes) per GPU")
+_SPEEDUP = Number(digits=4, description="over plain decode (gamma 0) at the same point")
+_SECONDS = Number(digits=4, description="seconds")
+METADATA = Obj((Field("spectune", Text()), Field("schema", Text())))
+PARALLELISM = Obj((Field("tp", _POS), Field("ep", _POS), Field("dp", _POS)))
+_OPERATING = Obj((Field("batch", _POS), Field("gamma", _NAT),
+                  Field("tokens_per_second_per_gpu", Number(digits=5)),
+                  Field("tpot_seconds", _SECONDS, attr="tpot")))
+
+RECOMMENDATION = Kind("Recommendation", "spectune recommend",
+                      "gamma* and predicted speedup per operating point", Obj((
+    Field("metadata", METADATA),
+    Field("deployment", Obj((
+        Field("name", Text()),
+        Field("gpu", Obj((Field("key", Text()), Field("name", Text()),
+                          Field("bandwidth_fraction", _FRACTION), Field("flops_fraction", _FRACTION)))),
+        Field("model", Obj((Field("name", Text()), Field("params", _NAT), Field("parameters_total", _NAT),
+                            Field("parameters_active", _NAT),
+                            *(Field(k, Text()) for k in ("weights", "experts", "kv_cache", "routing"))))),
+        Field("drafter", Obj((Field("kind", Choice(DRAFTER_KINDS)), Field("name", Text()),
+                              Field("path", Nullable(Text()))))),
+        Field("parallelism", PARALLELISM),
+        Field("engine", Obj((Field("name", Text()), Field("version", Nullable(Text()))))),
+        Field("gamma_max", _POS),
+        Field("tie_tolerance", Number(minimum=0)),
+    ))),
+    Field("acceptance", Obj((
+        Field("source", Text()), Field("conditional", List(Number(minimum=0, maximum=1, digits=4), 1)),
+        Field("measured_positions", _POS),
+        Field("expected_tokens", List(Number(minimum=0, digits=5), 1)),
+        Field("extrapolation", Nullable(Text()))))),
+    Field("gammas", List(_NAT, 1)),
+    Field("batch_sizes", List(_POS, 1)),
+    Field("context_lengths", List(_NAT, 1)),
+    Field("memory", Obj(tuple(Field(k, _GB) for k in ("weights_gb", "draft_weights_gb", "reserve_gb",
+                                                      "capacity_gb")),
+                        description="per-GPU memory, GB (1e9 bytes)"), required=False),
+    Field("points", List(OneOf((Obj((
+        Field("batch", _POS), Field("context", _NAT), Field("feasible", Const(True)),
+        Field("memory_gb", _GB, required=False), Field("gamma", _NAT), Field("speedup", _SPEEDUP),
+        Field("speedup_low", Number(), required=False), Field("speedup_high", Number(), required=False),
+        Field("speculate", Flag()), Field("limiter", Text()), Field("step_seconds", _SECONDS),
+        Field("plain_step_seconds", _SECONDS), Field("speedups", List(_SPEEDUP, 1)),
+        Field("ragged", Obj((
+            *(Field(k, _SPEEDUP) for k in ("homogeneous", "gated", "ragged", "ragged_free", "oracle")),
+            Field("homogeneous_gamma", _NAT), Field("mean_ragged_depth", Number(digits=3))),
+            description="recommend --ragged: speedup over plain decode of the best single gamma, a "
+                        "batch-wide gamma from live confidences, that gamma trimmed per sequence, free "
+                        "per-sequence depths, and perfect calibration"), required=False),
+    )), Obj((
+        Field("batch", _POS), Field("context", _NAT), Field("feasible", Const(False)),
+        Field("reason", Text()), Field("memory_gb", _GB, required=False)),
+        description="an operating point that does not fit in GPU memory: no gamma")), "feasible"), 1)),
+    Field("notes", List(Text())),
+    Field("ragged", Obj((Field("rounds", Text()), Field("note", Text()))), required=False),
+    Field("slo", Obj((
+        Field("tpot_seconds", Number(digits=6, description="seconds")),
+        Field("batch_search", List(_POS, 2)),
+        Field("points", List(Obj((Field("context", _NAT), Field("best", Nullable(_OPERATING)),
+                                  Field("batch_only", Nullable(_OPERATING)),
+                                  Field("speculation_gain", Nullable(Number(digits=4))))), 1))),
+        description="recommend --tpot-slo: per context, the (batch, gamma) of highest throughput "
+                    "per GPU whose TPOT meets the SLO, and the best with gamma = 0"), required=False),
+)))
 
 
 def acceptance_doc(acc: Acceptance, gamma_max: int) -> dict[str, Any]:
     return {
         "source": acc.source,
-        "conditional": [sig(r, 4) for r in acc.rates],
+        "conditional": acc.rates,
         "measured_positions": acc.measured_positions,
-        "expected_tokens": [sig(m, 5) for m in acc.expected_tokens(np.arange(gamma_max + 1))],
+        "expected_tokens": acc.expected_tokens(np.arange(gamma_max + 1)),
         "extrapolation": acc.extrapolation_note(gamma_max),
     }
 
@@ -54,12 +117,12 @@ def deployment_doc(dep: Deployment) -> dict[str, Any]:
         "gpu": {"key": dep.gpu.key, "name": dep.gpu.name,
                 "bandwidth_fraction": dep.gpu.bandwidth_fraction,
                 "flops_fraction": dep.gpu.flops_fraction},
-        "model": {"name": dep.model.name, "params": int(dep.model.total_params()),
+        "model": {"name": dep.model.name, "params": dep.model.total_params(),
                   "parameters_total": total, "parameters_active": active,
                   "weights": dep.model.weight_dtype, "experts": dep.model.expert_dtype,
                   "kv_cache": dep.model.kv_dtype, "routing": dep.model.routing.describe()},
         "drafter": {"kind": d.kind, "name": d.name, "path": d.path or None},
-        "parallelism": {"tp": dep.parallelism.tp, "ep": dep.parallelism.ep, "dp": dep.parallelism.dp},
+        "parallelism": dep.parallelism,
         "engine": {"name": dep.engine.name, "version": dep.engine.version or None},
         "gamma_max": dep.gamma_max,
         "tie_tolerance": dep.tie_tolerance,
@@ -75,23 +138,13 @@ def _band(speedup: float, speculating: bool) -> tuple[float, float]:
     return sig(float(lo), 3), sig(float(hi), 3)
 
 
-def _operating(op: Operating | None) -> dict[str, Any] | None:
-    if op is None:
-        return None
-    return {"batch": op.batch, "gamma": op.gamma,
-            "tokens_per_second_per_gpu": sig(op.tokens_per_second_per_gpu, 5),
-            "tpot_seconds": sig(op.tpot, 4)}
-
-
 def goodput_doc(gp: Goodput) -> dict[str, Any]:
     """The ``slo`` block of a Recommendation: the goodput point per context length."""
     return {
-        "tpot_seconds": sig(gp.tpot_slo, 6),
-        "batch_search": [int(gp.batches.min()), int(gp.batches.max())],
-        "points": [{"context": p.context, "best": _operating(p.best),
-                    "batch_only": _operating(p.batch_only),
-                    "speculation_gain": None if p.speculation_gain is None else sig(p.speculation_gain, 4)}
-                   for p in gp.points],
+        "tpot_seconds": gp.tpot_slo,
+        "batch_search": [gp.batches.min(), gp.batches.max()],
+        "points": [{"context": p.context, "best": p.best, "batch_only": p.batch_only,
+                    "speculation_gain": p.speculation_gain} for p in gp.points],
     }
 
 
@@ -119,52 +172,43 @@ def recommendation_doc(rec: Recommendation, ragged: RaggedGrid | None = None,
                        goodput: Goodput | None = None) -> Document:
     """Kind ``Recommendation``: gamma*, its speedup and every gamma's speedup per point;
     a point that does not fit in memory has ``feasible: false``, a reason, and no gamma;
-    with ``ragged``, the four depth policies per point; with ``goodput``, the SLO block."""
+    with ``ragged``, the four depth policies per point; with ``goodput``, the SLO block.
+    Values are given as computed; :data:`RECOMMENDATION` orders and rounds them."""
     g = rec.grid
     sp = g.speedup
     points: list[dict[str, Any]] = []
-    total = np.broadcast_to(rec.memory.total, rec.gamma_star.shape)
+    total = np.broadcast_to(rec.memory.total, rec.gamma_star.shape) / 1e9
     for i, b in enumerate(g.batch):
         for j, s in enumerate(g.context):
             gs = int(rec.gamma_star[i, j])
             if not rec.feasible[i, j]:
-                points.append({"batch": int(b), "context": int(s), "feasible": False,
-                               "reason": infeasible_reason(rec.memory, (i, j)),
-                               "memory_gb": _gb(total[i, j])})
+                points.append({"batch": b, "context": s, "feasible": False,
+                               "reason": infeasible_reason(rec.memory, (i, j)), "memory_gb": total[i, j]})
                 continue
             extra: dict[str, Any] = {}
             if ragged is not None:
-                extra["ragged"] = {**{k: sig(v[i, j], 4) for k, v in ragged.speedups.items()},
-                                   "homogeneous_gamma": int(ragged.homogeneous_gamma[i, j]),
-                                   "mean_ragged_depth": sig(ragged.mean_ragged_depth[i, j], 3)}
+                extra["ragged"] = {**{k: v[i, j] for k, v in ragged.speedups.items()},
+                                   "homogeneous_gamma": ragged.homogeneous_gamma[i, j],
+                                   "mean_ragged_depth": ragged.mean_ragged_depth[i, j]}
             lo, hi = _band(float(rec.speedup_star[i, j]), gs > 0)
             points.append({
-                "batch": int(b),
-                "context": int(s),
-                "feasible": True,
-                "memory_gb": _gb(total[i, j]),
-                "gamma": gs,
-                "speedup": sig(rec.speedup_star[i, j], 4),
-                "speedup_low": lo,
-                "speedup_high": hi,
-                "speculate": gs > 0,
-                "limiter": str(rec.limiter[i, j]),
-                "step_seconds": sig(g.verify[i, j, gs] + g.draft[i, j, gs], 4),
-                "plain_step_seconds": sig(g.c0[i, j], 4),
-                "speedups": [sig(x, 4) for x in sp[i, j]],
-                **extra,
+                "batch": b, "context": s, "feasible": True, "memory_gb": total[i, j], "gamma": gs,
+                "speedup": rec.speedup_star[i, j], "speedup_low": lo, "speedup_high": hi,
+                "speculate": gs > 0, "limiter": str(rec.limiter[i, j]),
+                "step_seconds": g.verify[i, j, gs] + g.draft[i, j, gs], "plain_step_seconds": g.c0[i, j],
+                "speedups": sp[i, j], **extra,
             })
     body: dict[str, Any] = {
         "metadata": {"spectune": __version__, "schema": "docs/schema.md#recommendation"},
         "deployment": deployment_doc(rec.deployment),
         "acceptance": acceptance_doc(rec.deployment.acceptance, int(g.gamma.max())),
-        "gammas": [int(x) for x in g.gamma],
-        "batch_sizes": [int(x) for x in g.batch],
-        "context_lengths": [int(x) for x in g.context],
+        "gammas": g.gamma,
+        "batch_sizes": g.batch,
+        "context_lengths": g.context,
         "memory": {k: v for k, v in memory_doc(rec.memory, (0, 0)).items()
                    if k in ("weights_gb", "draft_weights_gb", "reserve_gb", "capacity_gb")},
         "points": points,
-        "notes": list(rec.notes),
+        "notes": rec.notes,
     }
     if ragged is not None:
         from spectune.ragged import HEADROOM_NOTE
@@ -172,46 +216,98 @@ def recommendation_doc(rec: Recommendation, ragged: RaggedGrid | None = None,
         body["ragged"] = {"rounds": ragged.rounds.source, "note": HEADROOM_NOTE}
     if goodput is not None:
         body["slo"] = goodput_doc(goodput)
-    return envelope("Recommendation", body)
+    return RECOMMENDATION.dump(body)
+
+
+_SIG = Number(digits=6)
+_BYTES = Number(minimum=0, digits=6, description="bytes per GPU")
+MEMORY = Obj((*(Field(k, _GB) for k in ("weights_gb", "draft_weights_gb", "kv_cache_gb", "draft_kv_cache_gb",
+                                        "reserve_gb", "total_gb", "capacity_gb")),
+              Field("feasible", Flag())), description="per-GPU memory, GB (1e9 bytes)")
+_COMPONENT = Obj((
+    Field("name", Text()), Field("flops", Number(minimum=0, digits=6, description="FLOP per GPU")),
+    Field("bytes", _BYTES), Field("seconds", Number(minimum=0, digits=6, description="seconds")),
+    Field("intensity", Number(minimum=0, digits=6, description="FLOP per byte")),
+    Field("bound", Choice(("compute", "memory", "fixed"))),
+    Field("marginal_cost", Number(digits=4, description="d seconds / d batch, relative")),
+    Field("share", Number(minimum=0, digits=4, description="of the pass's seconds"))))
+#: The priced part of a StepCost (the HTML report's ledger shows it for partial inputs).
+STEP_LEDGER = Obj((Field("components", List(_COMPONENT, 1)),
+                   Field("total_seconds", Number(minimum=0, digits=6, description="seconds")),
+                   Field("marginal_cost", Number(digits=4))))
+_STEP = Obj((
+    Field("gpu", Text()), Field("model", Text()), Field("batch", _POS), Field("tokens", _POS),
+    Field("context", _NAT), Field("parallelism", PARALLELISM), Field("engine", Nullable(Text())),
+    Field("achieved", Flag()), Field("routing", Text()), Field("parameters_total", _NAT),
+    Field("parameters_active", _NAT), Field("memory", MEMORY), *STEP_LEDGER.fields))
+STEP_COST = Kind("StepCost", "spectune cost (one --batch)", "cost of one forward pass per GPU, by component",
+                 _STEP)
+STEP_COST_SWEEP = Kind("StepCostSweep", "spectune cost (several --batch)",
+                       "the same pass at several batch sizes", Obj((Field("steps", List(_STEP, 1)),)))
+SPEEDUP = Kind("Speedup", "spectune speedup",
+               "predicted speedup of one gamma (closed form or roofline)", Obj((
+    Field("formula", Text()), Field("alpha", _FRACTION, required=False),
+    *(Field(k, Text(), required=False) for k in ("gpu", "model", "drafter")),
+    Field("batch", _POS, required=False), Field("context", _NAT, required=False),
+    Field("gamma", _NAT), Field("draft_cost", Number(minimum=0), required=False),
+    Field("acceptance", Text(), required=False),
+    Field("expected_tokens", Number(minimum=0, digits=6)),
+    *(Field(k, Number(minimum=0, digits=6, description="seconds"), required=False)
+      for k in ("plain_step_seconds", "verify_seconds", "draft_seconds")),
+    Field("speedup", _SIG),
+    Field("speedup_low", Number(), required=False), Field("speedup_high", Number(), required=False))))
+_SPEND = Obj((
+    Field("batch", _POS), Field("tokens_per_sequence", _POS, attr="tokens"),
+    Field("distinct_experts_per_layer", Number(minimum=0, digits=5), attr="distinct_experts"),
+    Field("expert_bytes", _BYTES), Field("attention_bytes", _BYTES), Field("other_bytes", _BYTES),
+    Field("step_seconds", Number(minimum=0, digits=6, description="seconds")),
+    Field("draft_seconds", Number(minimum=0, digits=6, description="seconds")),
+    Field("tokens_per_step", Number(minimum=0, digits=5)),
+    Field("tokens_per_second", Number(minimum=0, digits=5))))
+WIDTH_DEPTH = Kind("WidthDepth", "spectune widthdepth",
+                   "N positions per step spent as batch (width) or speculation (depth)", Obj((
+    Field("gpu", Text()), Field("model", Text()), Field("routing", Text()), Field("acceptance", Text()),
+    Field("engine", Nullable(Text())), Field("drafter", Nullable(Text())), Field("parallelism", PARALLELISM),
+    Field("achieved", Flag()), Field("positions", _POS), Field("context", _NAT), Field("width", _SPEND),
+    Field("depth", _SPEND), Field("winner", Choice(("width", "depth"))),
+    Field("depth_over_width", Number(digits=4)))))
+
+
+def step_ledger(cost: StepCost, marginal: dict[str, Any]) -> dict[str, Any]:
+    """One pass's components, total seconds and marginal cost, as computed (see
+    :data:`STEP_LEDGER`)."""
+    comps = []
+    total = float(cost.seconds)
+    for name, c in cost.components.items():
+        work = cost.works.get(name)
+        bound = str(np.asarray(c.bound()).item())
+        comps.append({
+            "name": name, "flops": c.flops, "bytes": c.bytes, "seconds": c.seconds,
+            "intensity": intensity(work) if work is not None else 0.0,
+            "bound": "fixed" if name == "overhead" else bound,
+            "marginal_cost": marginal.get(name, 0.0),
+            "share": float(c.seconds) / total if total else 0.0,
+        })
+    return {"components": comps, "total_seconds": total, "marginal_cost": marginal.get("total", 0.0)}
 
 
 def step_cost_doc(cost: StepCost, marginal: dict[str, Any], inputs: dict[str, Any]) -> Document:
     """Kind ``StepCost``: one pass's components (scalar inputs)."""
-    comps = []
-    for name, c in cost.components.items():
-        work = cost.works.get(name)
-        bound = str(np.asarray(c.bound()).item())
-        if name == "overhead":
-            bound = "fixed"
-        comps.append({
-            "name": name,
-            "flops": sig(c.flops),
-            "bytes": sig(c.bytes),
-            "seconds": sig(c.seconds),
-            "intensity": sig(intensity(work)) if work is not None else 0.0,
-            "bound": bound,
-            "marginal_cost": sig(marginal.get(name, 0.0), 4),
-        })
-    total = float(cost.seconds)
-    for comp, c in zip(comps, cost.components.values(), strict=True):
-        comp["share"] = sig(float(c.seconds) / total if total else 0.0, 4)
-    return envelope("StepCost", {**inputs, "components": comps, "total_seconds": sig(total),
-                                 "marginal_cost": sig(marginal.get("total", 0.0), 4)})
+    return STEP_COST.dump({**inputs, **step_ledger(cost, marginal)})
 
 
 def sweep_doc(steps: list[Document]) -> Document:
     """Kind ``StepCostSweep``: the same pass at several batch sizes."""
-    return envelope("StepCostSweep", {"steps": [{k: v for k, v in d.items()
-                                                  if k not in ("apiVersion", "kind")} for d in steps]})
+    return STEP_COST_SWEEP.dump({"steps": [{k: v for k, v in d.items() if k not in ("apiVersion", "kind")}
+                                           for d in steps]})
 
 
 def closed_form_doc(alpha: float, gamma: int, draft_cost: float) -> Document:
     """Kind ``Speedup`` for seed 004's closed form."""
-    return envelope("Speedup", {
+    return SPEEDUP.dump({
         "formula": "(1 - a^(g+1)) / ((1 - a)(1 + g c))  [Leviathan et al. 2023, free verify]",
         "alpha": alpha, "gamma": gamma, "draft_cost": draft_cost,
-        "expected_tokens": sig(float(closed_form(alpha, gamma, 0.0))),
-        "speedup": sig(float(closed_form(alpha, gamma, draft_cost))),
+        "expected_tokens": closed_form(alpha, gamma, 0.0), "speedup": closed_form(alpha, gamma, draft_cost),
     })
 
 
@@ -219,37 +315,17 @@ def point_speedup_doc(dep: Deployment, batch: int, context: int, gamma: int,
                       point: PointSpeedup) -> Document:
     """Kind ``Speedup`` for the roofline speedup at one operating point."""
     band = _band(point.speedup, gamma > 0)
-    return envelope("Speedup", {
+    return SPEEDUP.dump({
         "formula": "m(g) C0 / (C_verify(B, g+1, S) + C_draft(B, g, S))  [roofline]",
         "gpu": dep.gpu.name, "model": dep.model.name, "drafter": dep.drafter.name,
         "batch": batch, "context": context, "gamma": gamma, "acceptance": dep.acceptance.source,
-        "expected_tokens": sig(point.expected_tokens),
-        "plain_step_seconds": sig(point.plain_step),
-        "verify_seconds": sig(point.verify),
-        "draft_seconds": sig(point.draft),
-        "speedup": sig(point.speedup),
-        "speedup_low": band[0],
-        "speedup_high": band[1],
+        "expected_tokens": point.expected_tokens, "plain_step_seconds": point.plain_step,
+        "verify_seconds": point.verify, "draft_seconds": point.draft, "speedup": point.speedup,
+        "speedup_low": band[0], "speedup_high": band[1],
     })
-
-
-def _spend_doc(sp: Spend) -> dict[str, Any]:
-    return {"batch": sp.batch, "tokens_per_sequence": sp.tokens,
-            "distinct_experts_per_layer": sig(sp.distinct_experts, 5),
-            "expert_bytes": sig(sp.expert_bytes), "attention_bytes": sig(sp.attention_bytes),
-            "other_bytes": sig(sp.other_bytes), "step_seconds": sig(sp.step_seconds),
-            "draft_seconds": sig(sp.draft_seconds), "tokens_per_step": sig(sp.tokens_per_step, 5),
-            "tokens_per_second": sig(sp.tokens_per_second, 5)}
 
 
 def widthdepth_doc(wd: WidthDepth, inputs: dict[str, Any]) -> Document:
     """Kind ``WidthDepth``: N positions spent as batch (width) or as speculation (depth)."""
-    return envelope("WidthDepth", {
-        **inputs,
-        "positions": wd.positions,
-        "context": wd.context,
-        "width": _spend_doc(wd.width),
-        "depth": _spend_doc(wd.depth),
-        "winner": wd.winner,
-        "depth_over_width": sig(wd.depth_over_width, 4),
-    })
+    return WIDTH_DEPTH.dump({**inputs, "positions": wd.positions, "context": wd.context, "width": wd.width,
+                             "depth": wd.depth, "winner": wd.winner, "depth_over_width": wd.depth_over_width})

@@ -22,8 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spectune.docspec import Field, Kind, List, Map, Nullable, Number, Obj, Text
+from spectune.documents import RECOMMENDATION
 from spectune.emit.plan import Plan, make_plan, normalise_weights
-from spectune.envelope import Document, envelope
+from spectune.envelope import Document
 from spectune.recommend import Recommendation
 from spectune.speedup import speedup_grid
 
@@ -81,8 +83,32 @@ def fleet_row(labels: Mapping[str, str], rec: Recommendation, mix: Mapping[int, 
     return FleetRow(dict(labels), rec, plan, weights, sp_rec, cur, sp_cur, config, tuple(notes))
 
 
-def _sig(x: float | None, digits: int = 4) -> float | None:
-    return None if x is None else float(f"{x:.{digits}g}")
+_SPEEDUP = Number(digits=4, description="mix-weighted speedup over plain decode")
+_GAMMAS = List(Obj((Field("batch", Number(integer=True, minimum=1)),
+                    Field("gamma", Number(integer=True, minimum=0)))))
+
+FLEET_REPORT = Kind(KIND, "spectune fleet / recommend --prometheus",
+                    "per deployment: current and recommended gamma, predicted gain, gamma table", Obj((
+    Field("source", Obj((Field("prometheus", Text()), Field("selector", Nullable(Text())),
+                         Field("by", List(Text(), 1)),
+                         Field("window_seconds", Number(minimum=0, description="seconds")),
+                         Field("end", Text())))),
+    Field("groups", List(Obj((
+        Field("labels", Map(Text())), Field("profile", Text()), Field("config", Nullable(Text())),
+        Field("acceptance", Obj((Field("conditional", List(Number(minimum=0, maximum=1, digits=4), 1)),
+                                 Field("source", Text())))),
+        Field("batch_mix", List(Obj((Field("batch", Number(integer=True, minimum=1)),
+                                     Field("weight", Number(minimum=0, maximum=1, digits=4)))))),
+        Field("context_lengths", List(Number(integer=True, minimum=1))),
+        Field("current", Nullable(Obj((Field("gamma", _GAMMAS), Field("speedup", _SPEEDUP))))),
+        Field("recommended", Obj((Field("gamma", _GAMMAS),
+                                  Field("static_gamma", Number(integer=True, minimum=0)),
+                                  Field("speedup", _SPEEDUP)))),
+        Field("gain", Nullable(Number(digits=4, description="recommended / current speedup - 1"))),
+        Field("notes", List(Text())),
+        Field("recommendation", RECOMMENDATION.obj))))),
+    Field("notes", List(Text())),
+)))
 
 
 def fleet_report_doc(rows: Sequence[FleetRow], source: Mapping[str, object], notes: Sequence[str],
@@ -92,19 +118,18 @@ def fleet_report_doc(rows: Sequence[FleetRow], source: Mapping[str, object], not
     for r in rows:
         acc = r.rec.deployment.acceptance
         groups.append({
-            "labels": dict(r.labels),
+            "labels": r.labels,
             "profile": r.rec.deployment.name,
             "config": r.config,
-            "acceptance": {"conditional": [_sig(a) for a in acc.rates], "source": acc.source},
-            "batch_mix": [{"batch": b, "weight": _sig(w)} for b, w in sorted(r.mix.items())],
-            "context_lengths": [int(s) for s in r.rec.grid.context],
+            "acceptance": {"conditional": acc.rates, "source": acc.source},
+            "batch_mix": [{"batch": b, "weight": w} for b, w in sorted(r.mix.items())],
+            "context_lengths": r.rec.grid.context,
             "current": None if r.current is None else {
-                "gamma": [{"batch": b, "gamma": g} for b, g in r.current],
-                "speedup": _sig(r.speedup_current)},
+                "gamma": [{"batch": b, "gamma": g} for b, g in r.current], "speedup": r.speedup_current},
             "recommended": {"gamma": [{"batch": b, "gamma": g} for b, g in r.plan.per_batch],
-                            "static_gamma": r.plan.static_gamma, "speedup": _sig(r.speedup_recommended)},
-            "gain": _sig(r.gain),
-            "notes": list(r.notes),
+                            "static_gamma": r.plan.static_gamma, "speedup": r.speedup_recommended},
+            "gain": r.gain,
+            "notes": r.notes,
             "recommendation": recommendation_doc(r.rec),
         })
-    return envelope(KIND, {"source": dict(source), "groups": groups, "notes": list(notes)})
+    return FLEET_REPORT.dump({"source": source, "groups": groups, "notes": notes})

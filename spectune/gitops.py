@@ -17,10 +17,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from spectune.envelope import Document, envelope
+from spectune.check_report import CHECK_REPORT
+from spectune.docspec import Choice, Field, Kind, List, Obj, Text
+from spectune.envelope import Document
 from spectune.errors import EXIT_GATE_FAILED, EXIT_OK, InputError
 
 KIND = "CheckSet"
+CHECK_SET = Kind(KIND, "spectune check DIR --profiles MAP",
+                 "every manifest of a directory checked against its profile", Obj((
+    Field("verdict", Choice(("pass", "fail"))),
+    Field("summary", Text()),
+    Field("checks", List(Obj((Field("manifest", Text()), Field("profile", Text()),
+                              Field("report", CHECK_REPORT.obj))))),
+)))
 
 
 def load_profile_map(path: str, folder: str) -> list[tuple[str, str]]:
@@ -75,5 +84,5 @@ def check_directory(folder: str, profile_map: str, tolerance: float,
     failed = [r["manifest"] for r in reports if r["report"]["verdict"] == "fail"]
     summary = (f"{len(reports) - len(failed)} of {len(reports)} manifests pass"
                + (f"; failing: {', '.join(failed)}" if failed else ""))
-    doc = envelope(KIND, {"verdict": "fail" if failed else "pass", "summary": summary, "checks": reports})
+    doc = CHECK_SET.dump({"verdict": "fail" if failed else "pass", "summary": summary, "checks": reports})
     return doc, EXIT_GATE_FAILED if failed else code

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spectune.envelope import Document
+from spectune.envelope import Document, envelope
 from spectune.errors import SpectuneError
 from spectune.recommend import Recommendation
 from spectune.render import feasible
@@ -116,7 +116,7 @@ def ledger_steps(rec: Recommendation, doc: Document, context: int, batches: Sequ
     component and in total (C0, the same pass at 1 token), ``draft_seconds`` (C_draft),
     ``expected_tokens`` m(gamma) and ``speedup`` = m C0 / (C_verify + C_draft)."""
     from spectune.cost import marginal_cost, step_cost
-    from spectune.documents import sig, step_cost_doc
+    from spectune.documents import STEP_LEDGER, sig, step_ledger
 
     dep = rec.deployment
     grid = rec.grid
@@ -132,7 +132,8 @@ def ledger_steps(rec: Recommendation, doc: Document, context: int, batches: Sequ
         args = (dep.model, dep.gpu, dep.parallelism, dep.engine, b, g + 1, context)
         inputs = {"gpu": dep.gpu.name, "model": dep.model.name, "batch": b, "tokens": g + 1,
                   "context": context}
-        step = step_cost_doc(step_cost(*args), marginal_cost(*args), inputs)
+        step = envelope("StepCost", {**inputs, **STEP_LEDGER.dump(step_ledger(step_cost(*args),
+                                                                          marginal_cost(*args)))})
         plain = step_cost(dep.model, dep.gpu, dep.parallelism, dep.engine, b, 1, context)
         for c in step["components"]:
             comp = plain.components.get(c["name"])

@@ -1,9 +1,15 @@
-"""JSON Schemas (draft 2020-12) of every machine-readable document spectune prints.
+"""The registry of document kinds: every machine-readable document spectune prints, and its
+JSON Schema (draft 2020-12).
 
-``spectune schema`` lists the kinds, ``spectune schema KIND`` prints one schema. Each
-document is a versioned envelope: ``apiVersion: spectune/v1`` and ``kind``; fields are
-described (with units) in docs/schema.md. The schemas are closed (no unknown keys), so a
-field added to a document without documenting it here fails the schema tests.
+Each kind is defined once, with the code that writes it (and reads it back), as a
+:class:`spectune.docspec.Kind`: its schema, its validation on load and its serialisation
+all come from that one definition. This module only assembles them. ``spectune schema``
+lists the kinds, ``spectune schema KIND`` prints one schema; fields are described (with
+units) in docs/schema.md. Every schema is closed (no unknown keys), and a document cannot
+be written with a key its definition does not describe.
+
+CheckReport is defined in :mod:`spectune.check_report` (``spectune/check.py`` builds the
+document; it is being split, and will write it through the definition once that lands).
 """
 
 from __future__ import annotations
@@ -11,318 +17,28 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from spectune.envelope import API_VERSION
+from spectune.api import PROFILE_LIST
+from spectune.calibration import CALIBRATION
+from spectune.check_report import CHECK_REPORT
+from spectune.docspec import Kind
+from spectune.documents import (
+    RECOMMENDATION,
+    SPEEDUP,
+    STEP_COST,
+    STEP_COST_SWEEP,
+    WIDTH_DEPTH,
+)
 from spectune.errors import InputError
+from spectune.fleet import FLEET_REPORT
+from spectune.gitops import CHECK_SET
+from spectune.observe.observation import OBSERVATION
+from spectune.observe.prometheus import FLEET
 
 Schema = dict[str, Any]
-DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
-NUM: Schema = {"type": "number"}
-INT: Schema = {"type": "integer"}
-NONNEG_INT: Schema = {"type": "integer", "minimum": 0}
-POS_INT: Schema = {"type": "integer", "minimum": 1}
-STR: Schema = {"type": "string"}
-BOOL: Schema = {"type": "boolean"}
-FRACTION: Schema = {"type": "number", "minimum": 0, "maximum": 1}
-
-
-def _nullable(s: Schema) -> Schema:
-    return {"anyOf": [s, {"type": "null"}]}
-
-
-def _obj(props: dict[str, Schema], required: list[str] | None = None, description: str = "") -> Schema:
-    out: Schema = {"type": "object"}
-    if description:
-        out["description"] = description
-    out["properties"] = props
-    out["required"] = list(props) if required is None else required
-    out["additionalProperties"] = False
-    return out
-
-
-def _arr(items: Schema, min_items: int = 0) -> Schema:
-    out: Schema = {"type": "array", "items": items}
-    if min_items:
-        out["minItems"] = min_items
-    return out
-
-
-def _doc(kind: str, command: str, description: str, props: dict[str, Schema],
-         required: list[str] | None = None) -> Schema:
-    """A document's schema; its ``description`` names the command that prints it (what
-    ``spectune schema`` lists)."""
-    description = f"{command} -o yaml|json: {description}"
-    body = {"apiVersion": {"const": API_VERSION}, "kind": {"const": kind}, **props}
-    req = ["apiVersion", "kind", *(list(props) if required is None else required)]
-    return {"$schema": DIALECT, "$id": f"urn:spectune:schema:v1:{kind}", "title": kind,
-            **_obj(body, req, description)}
-
-
-METADATA = _obj({"spectune": STR, "schema": STR})
-PARALLELISM = _obj({"tp": POS_INT, "ep": POS_INT, "dp": POS_INT})
-
-_OPERATING = _obj({"batch": POS_INT, "gamma": NONNEG_INT, "tokens_per_second_per_gpu": NUM,
-                   "tpot_seconds": NUM})
-
-RECOMMENDATION = _doc("Recommendation", "spectune recommend",
-                      "gamma* and predicted speedup per operating point", {
-    "metadata": METADATA,
-    "deployment": _obj({
-        "name": STR,
-        "gpu": _obj({"key": STR, "name": STR, "bandwidth_fraction": FRACTION,
-                     "flops_fraction": FRACTION}),
-        "model": _obj({"name": STR, "params": NONNEG_INT, "parameters_total": NONNEG_INT,
-                       "parameters_active": NONNEG_INT, "weights": STR, "experts": STR,
-                       "kv_cache": STR, "routing": STR}),
-        "drafter": _obj({"kind": {"enum": ["draft_model", "eagle", "eagle3", "mtp", "ngram",
-                                           "cost_ratio"]},
-                         "name": STR, "path": _nullable(STR)}),
-        "parallelism": PARALLELISM,
-        "engine": _obj({"name": STR, "version": _nullable(STR)}),
-        "gamma_max": POS_INT,
-        "tie_tolerance": NUM,
-    }),
-    "acceptance": _obj({"source": STR, "conditional": _arr(FRACTION, 1),
-                        "measured_positions": POS_INT, "expected_tokens": _arr(NUM, 1),
-                        "extrapolation": _nullable(STR)}),
-    "gammas": _arr(NONNEG_INT, 1),
-    "batch_sizes": _arr(POS_INT, 1),
-    "context_lengths": _arr(NONNEG_INT, 1),
-    "memory": _obj({"weights_gb": NUM, "draft_weights_gb": NUM, "reserve_gb": NUM,
-                    "capacity_gb": NUM}, description="per-GPU memory, GB (1e9 bytes)"),
-    "points": _arr({"oneOf": [_obj({
-        "batch": POS_INT, "context": NONNEG_INT, "feasible": {"const": True},
-        "memory_gb": NUM, "gamma": NONNEG_INT, "speedup": NUM,
-        "speedup_low": NUM, "speedup_high": NUM,
-        "speculate": BOOL, "limiter": STR, "step_seconds": NUM, "plain_step_seconds": NUM,
-        "speedups": _arr(NUM, 1),
-        "ragged": _obj({"homogeneous": NUM, "gated": NUM, "ragged": NUM, "ragged_free": NUM,
-                        "oracle": NUM,
-                        "homogeneous_gamma": NONNEG_INT, "mean_ragged_depth": NUM},
-                       description="recommend --ragged: speedup over plain decode of the best "
-                                   "single gamma, a batch-wide gamma from live confidences, "
-                                   "that gamma trimmed per sequence, free per-sequence depths, "
-                                   "and perfect calibration"),
-    }, required=["batch", "context", "feasible", "gamma", "speedup", "speculate", "limiter",
-                 "step_seconds", "plain_step_seconds", "speedups"]),
-        _obj({"batch": POS_INT, "context": NONNEG_INT, "feasible": {"const": False},
-              "reason": STR, "memory_gb": NUM},
-             required=["batch", "context", "feasible", "reason"],
-             description="an operating point that does not fit in GPU memory: no gamma")]}, 1),
-    "notes": _arr(STR),
-    "ragged": _obj({"rounds": STR, "note": STR}),
-    "slo": _obj({
-        "tpot_seconds": NUM,
-        "batch_search": _arr(POS_INT, 2),
-        "points": _arr(_obj({"context": NONNEG_INT, "best": _nullable(_OPERATING),
-                             "batch_only": _nullable(_OPERATING),
-                             "speculation_gain": _nullable(NUM)}), 1),
-    }, description="recommend --tpot-slo: per context, the (batch, gamma) of highest throughput "
-                   "per GPU whose TPOT meets the SLO, and the best with gamma = 0"),
-}, required=["metadata", "deployment", "acceptance", "gammas", "batch_sizes", "context_lengths",
-             "points", "notes"])
-
-_COMPONENT = _obj({
-    "name": STR, "flops": NUM, "bytes": NUM, "seconds": NUM, "intensity": NUM,
-    "bound": {"enum": ["compute", "memory", "fixed"]}, "marginal_cost": NUM,
-    "share": NUM,
-})
-MEMORY = _obj({"weights_gb": NUM, "draft_weights_gb": NUM, "kv_cache_gb": NUM,
-               "draft_kv_cache_gb": NUM, "reserve_gb": NUM, "total_gb": NUM, "capacity_gb": NUM,
-               "feasible": BOOL}, description="per-GPU memory, GB (1e9 bytes)")
-_STEP_PROPS: dict[str, Schema] = {
-    "gpu": STR, "model": STR, "batch": POS_INT, "tokens": POS_INT, "context": NONNEG_INT,
-    "parallelism": PARALLELISM, "engine": _nullable(STR), "achieved": BOOL, "routing": STR,
-    "parameters_total": NONNEG_INT, "parameters_active": NONNEG_INT, "memory": MEMORY,
-    "components": _arr(_COMPONENT, 1), "total_seconds": NUM, "marginal_cost": NUM,
-}
-STEP_COST = _doc("StepCost", "spectune cost (one --batch)",
-                 "cost of one forward pass per GPU, by component", _STEP_PROPS)
-STEP_COST_SWEEP = _doc("StepCostSweep", "spectune cost (several --batch)",
-                       "the same pass at several batch sizes", {"steps": _arr(_obj(_STEP_PROPS), 1)})
-
-SPEEDUP = _doc("Speedup", "spectune speedup", "predicted speedup of one gamma (closed form or roofline)", {
-    "formula": STR, "alpha": FRACTION, "gamma": NONNEG_INT, "draft_cost": NUM,
-    "gpu": STR, "model": STR, "drafter": STR, "batch": POS_INT, "context": NONNEG_INT,
-    "acceptance": STR, "expected_tokens": NUM, "plain_step_seconds": NUM,
-    "verify_seconds": NUM, "draft_seconds": NUM, "speedup": NUM,
-    "speedup_low": NUM, "speedup_high": NUM,
-}, required=["formula", "gamma", "expected_tokens", "speedup"])
-
-PROFILE_LIST = _doc("ProfileList", "spectune profiles list", "built-in profiles and shipped examples", {
-    "profiles": _arr(_obj({"kind": {"enum": ["gpus", "models", "drafters", "engines", "examples"]},
-                           "name": STR, "description": STR})),
-})
-
-_RANGE = {"type": "array", "prefixItems": [POS_INT, POS_INT, NONNEG_INT], "minItems": 3,
-          "maxItems": 3, "description": "[first batch size, last batch size, gamma], inclusive"}
-CHECK_REPORT = _doc("CheckReport", "spectune check",
-                    "a serving configuration's speculation against the recommended settings", {
-    "metadata": METADATA,
-    "verdict": {"enum": ["pass", "fail"]},
-    "exit_code": {"enum": [0, 1]},
-    "tolerance": FRACTION,
-    "summary": STR,
-    "config": _obj({
-        "file": STR,
-        "format": {"enum": ["vllm-config-file", "command-line", "kubernetes"]},
-        "line": _nullable(POS_INT),
-        "engine": {"enum": ["vllm", "sglang"]},
-        "method": _nullable(STR),
-        "model": _nullable(STR),
-        "speculate": BOOL,
-        "num_speculative_tokens": _nullable(POS_INT),
-        "schedule": _nullable(_arr(_RANGE, 1)),
-        "schedule_active": BOOL,
-        "data_parallel_size": POS_INT,
-        "sglang": _nullable(_obj({
-            "num_steps": _nullable(NONNEG_INT), "eagle_topk": _nullable(POS_INT),
-            "num_draft_tokens": _nullable(POS_INT), "adaptive": BOOL,
-            "adaptive_config": _nullable(STR)})),
-    }),
-    "profile": _obj({
-        "name": STR, "model": STR,
-        "drafter": _obj({"kind": STR, "name": STR, "path": _nullable(STR)}),
-        "engine": STR, "gamma_max": POS_INT,
-    }),
-    "points": _arr(_obj({
-        "batch": POS_INT, "context": NONNEG_INT,
-        "configured_gamma": NONNEG_INT, "configured_speedup": NUM,
-        "recommended_gamma": NONNEG_INT, "recommended_speedup": NUM,
-        "unconstrained_gamma": NONNEG_INT, "unconstrained_speedup": NUM,
-        "shortfall": NUM, "slows_down": BOOL, "feasible": BOOL, "ok": BOOL,
-        "plain_tokens_per_s": NUM, "configured_tokens_per_s": NUM, "recommended_tokens_per_s": NUM,
-    }), 1),
-    "failing_points": NONNEG_INT,
-    "worst": _obj({"batch": POS_INT, "context": NONNEG_INT, "shortfall": NUM}),
-    "warnings": _arr(STR),
-    "fix": _nullable(_obj({
-        "engine": {"enum": ["vllm", "sglang"]},
-        "format": {"enum": ["vllm-config-file", "command-line"]},
-        "snippet": STR,
-        "adaptive_config": STR,
-        "max_shortfall": NUM,
-    }, required=["engine", "format", "snippet", "max_shortfall"])),
-    "notes": _arr(STR),
-})
-
-_HIST = _nullable(_obj({"count": NUM, "sum": NUM, "mean": _nullable(NUM),
-                        "buckets": _arr(_obj({"le": NUM, "count": NUM}))}))
-_NNUM = _nullable(NUM)
-OBSERVATION = _doc("Observation", "spectune observe", "what was measured on a running server (or log)", {
-    "schema": {"const": 1},
-    "engine": _obj({"name": {"enum": ["vllm", "sglang"]}, "version": _nullable(STR), "metrics": STR}),
-    "model_name": _nullable(STR),
-    "source": _obj({"kind": {"enum": ["metrics", "log", "prometheus"]}, "where": STR}),
-    "window": _obj({"start": _nullable(STR), "end": _nullable(STR), "seconds": _NNUM,
-                    "interval_seconds": _NNUM, "samples": NONNEG_INT, "failed_samples": NONNEG_INT}),
-    "speculation": _obj({
-        "drafts": _NNUM, "draft_tokens": _NNUM, "accepted_tokens": _NNUM,
-        "num_speculative_tokens": _nullable(NONNEG_INT), "mean_draft_length": _NNUM,
-        "mean_acceptance_length": _NNUM, "draft_acceptance_rate": _NNUM,
-        "per_position": _nullable(_obj({"accepted": _arr(NUM), "marginal": _arr(NUM),
-                                        "conditional": _arr(NUM)})),
-        "per_position_note": _nullable(STR), "basis": STR,
-    }),
-    "segments": _arr(_obj({"start": STR, "end": STR, "seconds": NUM, "samples": NONNEG_INT,
-                           "drafts": _NNUM, "draft_tokens": _NNUM, "accepted_tokens": _NNUM,
-                           "reset_before": _nullable(STR)})),
-    "operating_point": _obj({
-        "running": _nullable(_obj({"samples": NONNEG_INT, "mean": _NNUM,
-                                   "distribution": _arr(_obj({"running": NONNEG_INT,
-                                                              "samples": NONNEG_INT}))})),
-        "prompt_tokens": _HIST, "generation_tokens": _HIST, "iteration_tokens": _HIST,
-        "inter_token_latency_seconds": _HIST, "note": _nullable(STR),
-    }),
-    "acceptance": _nullable(_obj({"kind": {"enum": ["per-position", "mean-length"]},
-                                  "conditional": _arr(FRACTION, 1), "source": STR})),
-    "notes": _arr(STR),
-    "steps": _nullable(_obj({
-        "engine_steps": _NNUM, "tokens_per_step": _NNUM, "sequence_steps": _NNUM,
-        "sequences_per_step": _NNUM, "step_seconds": _NNUM, "decode_seconds": _NNUM,
-        "mean_running": _NNUM, "mean_running_basis": STR, "gauge_mean_running": _NNUM,
-        "decode_context_tokens": _NNUM, "verify_width": _NNUM, "draft_fraction": _NNUM,
-        "generated_tokens": _NNUM, "time_per_output_token_seconds": _HIST,
-        "decode_time_seconds": _HIST,
-    }, description="engine step timing of the window (vLLM), for spectune calibrate")),
-    "speculative_config": _nullable({"type": "object"}),
-    "labels": {"type": "object", "additionalProperties": STR,
-               "description": "observe --prometheus: the group's labels (model_name and --by)"},
-}, required=["schema", "engine", "model_name", "source", "window", "speculation", "segments",
-             "operating_point", "acceptance", "notes"])
-
-CALIBRATION = _doc("Calibration", "spectune calibrate", "engine constants fitted to observed step times", {
-    "schema": {"const": 1},
-    "profile": _obj({"name": STR, "gpu": STR, "model": STR, "drafter": STR, "engine": STR}),
-    "constants": _arr(_obj({
-        "name": {"enum": ["pass_overhead", "sequence_cost", "flops_fraction", "bandwidth_fraction",
-                          "spec_step_overhead",
-                          "spec_sequence_cost", "verify_token_cost", "draft_pass_overhead"]},
-        "unit": {"enum": ["us", "fraction"]}, "value": NUM, "stderr": _NNUM, "identified": BOOL,
-        "default": NUM, "note": STR,
-    }, required=["name", "unit", "value", "stderr", "identified", "default"])),
-    "drafting": _nullable(_obj({"draft_fraction": FRACTION, "draft_fill": FRACTION, "source": STR})),
-    "windows": _arr(_obj({"name": STR, "speculative": BOOL, "batch": NUM, "width": NUM, "context": NUM,
-                          "measured_step_ms": NUM, "predicted_step_ms": NUM, "residual": NUM})),
-    "fit": _obj({"windows": POS_INT, "fitted": NONNEG_INT, "rms_residual": _NNUM}),
-    "notes": _arr(STR),
-})
-
-_EMBEDDED_OBSERVATION = {k: v for k, v in OBSERVATION.items() if k not in ("$schema", "$id")}
-FLEET = _doc("Fleet", "spectune observe --prometheus",
-                         "one Observation per group of servers, from Prometheus", {
-    "source": _obj({"prometheus": STR, "selector": _nullable(STR), "by": _arr(STR, 1)}),
-    "window": _obj({"start": STR, "end": STR, "seconds": NUM, "step_seconds": NUM}),
-    "groups": _arr(_EMBEDDED_OBSERVATION, 1),
-    "skipped": _arr(_obj({"labels": {"type": "object", "additionalProperties": STR}, "reason": STR})),
-    "notes": _arr(STR),
-})
-
-_EMBEDDED_RECOMMENDATION = {k: v for k, v in RECOMMENDATION.items() if k not in ("$schema", "$id")}
-_GAMMAS = _arr(_obj({"batch": POS_INT, "gamma": NONNEG_INT}))
-FLEET_REPORT = _doc("FleetReport", "spectune fleet / recommend --prometheus",
-                    "per deployment: current and recommended gamma, predicted gain, gamma table", {
-    "source": _obj({"prometheus": STR, "selector": _nullable(STR), "by": _arr(STR, 1),
-                    "window_seconds": NUM, "end": STR}),
-    "groups": _arr(_obj({
-        "labels": {"type": "object", "additionalProperties": STR},
-        "profile": STR, "config": _nullable(STR),
-        "acceptance": _obj({"conditional": _arr(FRACTION, 1), "source": STR}),
-        "batch_mix": _arr(_obj({"batch": POS_INT, "weight": FRACTION})),
-        "context_lengths": _arr(POS_INT),
-        "current": _nullable(_obj({"gamma": _GAMMAS, "speedup": NUM})),
-        "recommended": _obj({"gamma": _GAMMAS, "static_gamma": NONNEG_INT, "speedup": NUM}),
-        "gain": _nullable(NUM),
-        "notes": _arr(STR),
-        "recommendation": _EMBEDDED_RECOMMENDATION,
-    })),
-    "notes": _arr(STR),
-})
-
-CHECK_SET = _doc("CheckSet", "spectune check DIR --profiles MAP",
-                 "every manifest of a directory checked against its profile", {
-    "verdict": {"enum": ["pass", "fail"]},
-    "summary": STR,
-    "checks": _arr(_obj({"manifest": STR, "profile": STR,
-                         "report": {k: v for k, v in CHECK_REPORT.items() if k not in ("$schema", "$id")}})),
-})
-
-_SPEND = _obj({
-    "batch": POS_INT, "tokens_per_sequence": POS_INT, "distinct_experts_per_layer": NUM,
-    "expert_bytes": NUM, "attention_bytes": NUM, "other_bytes": NUM, "step_seconds": NUM,
-    "draft_seconds": NUM, "tokens_per_step": NUM, "tokens_per_second": NUM,
-})
-WIDTH_DEPTH = _doc("WidthDepth", "spectune widthdepth",
-                   "N positions per step spent as batch (width) or speculation (depth)", {
-    "gpu": STR, "model": STR, "routing": STR, "acceptance": STR, "engine": _nullable(STR),
-    "drafter": _nullable(STR), "parallelism": PARALLELISM, "achieved": BOOL,
-    "positions": POS_INT, "context": NONNEG_INT, "width": _SPEND, "depth": _SPEND,
-    "winner": {"enum": ["width", "depth"]}, "depth_over_width": NUM,
-})
-
-SCHEMAS: dict[str, Schema] = {s["title"]: s for s in (
-    RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT, OBSERVATION,
-    WIDTH_DEPTH, FLEET, FLEET_REPORT, CHECK_SET, CALIBRATION)}
+KINDS: tuple[Kind, ...] = (RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT,
+                           OBSERVATION, WIDTH_DEPTH, FLEET, FLEET_REPORT, CHECK_SET, CALIBRATION)
+SCHEMAS: dict[str, Schema] = {k.name: k.schema() for k in KINDS}
 
 
 def kinds() -> dict[str, str]:

@@ -72,7 +72,11 @@ def test_recommend_observed_takes_one_group_of_a_fleet_file(tmp_path: Path) -> N
     one = json.loads(r.stdout)
     groups = [{**one, "labels": {"model_name": "m", "deployment": d}} for d in ("chat", "code")]
     groups[1]["acceptance"] = {**one["acceptance"], "conditional": [0.9, 0.8, 0.7]}
-    fleet = {"apiVersion": "spectune/v1", "kind": "Fleet", "groups": groups}
+    fleet = {"apiVersion": "spectune/v1", "kind": "Fleet",
+             "source": {"prometheus": "http://prom:9090", "selector": None, "by": ["deployment"]},
+             "window": {"start": "2026-11-23T08:00:00.000Z", "end": "2026-11-23T08:10:00.000Z",
+                        "seconds": 600.0, "step_seconds": 5.0},
+             "groups": groups, "skipped": [], "notes": []}
     f = tmp_path / "fleet.json"
     f.write_text(json.dumps(fleet), encoding="utf-8")
     r = CliRunner().invoke(cli, ["recommend", PROFILE, "--observed", str(f), "--match", "deployment=code",

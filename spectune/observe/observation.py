@@ -68,7 +68,6 @@ window's observations with upper bound ``le``; the +Inf bucket is left out (it e
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -76,8 +75,21 @@ from pathlib import Path
 from typing import Any
 
 from spectune.acceptance import Acceptance
-from spectune.envelope import API_VERSION, envelope
-from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_COUNT, MAX_POINTS, MAX_POSITIONS
+from spectune.docspec import (
+    AnyObject,
+    Choice,
+    Field,
+    Kind,
+    List,
+    Map,
+    Nullable,
+    Number,
+    Obj,
+    Reader,
+    Text,
+    parse_document,
+)
+from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_POINTS, MAX_POSITIONS
 from spectune.observe.faults import BadBodyFault, ObserveError, ObserveUsageError
 
 KIND = "Observation"
@@ -224,13 +236,6 @@ class StepTiming:
     decode_time_seconds: HistogramSummary | None = None
 
 
-#: Numeric fields of :class:`StepTiming`, in document order (histograms and basis apart).
-STEP_NUMBERS = ("engine_steps", "tokens_per_step", "sequence_steps", "sequences_per_step",
-                "step_seconds", "decode_seconds", "mean_running")
-STEP_NUMBERS_2 = ("gauge_mean_running", "decode_context_tokens", "verify_width", "draft_fraction",
-                  "generated_tokens")
-
-
 @dataclass(frozen=True)
 class AcceptanceInfo:
     """The acceptance handed to ``recommend``: conditional rates a_1..a_K and their source.
@@ -289,17 +294,6 @@ def iso(t: float | None) -> str | None:
         "+00:00", "Z")
 
 
-def num(x: float | None, digits: int = 6) -> int | float | None:
-    """A count as int when whole, else a float rounded to ``digits`` significant decimals."""
-    if x is None:
-        return None
-    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
-        return None
-    if float(x).is_integer():
-        return int(x)
-    return round(float(x), digits)
-
-
 def per_position(accepted: tuple[float, ...], drafts: float) -> PerPosition:
     """Marginal and conditional per-position rates from accepted counts per position."""
     marg = tuple(a / drafts if drafts > 0 else 0.0 for a in accepted)
@@ -344,341 +338,128 @@ def distribution(values: list[float]) -> Distribution | None:
     return Distribution(len(ints), sum(ints) / len(ints), tuple(sorted(counts.items())))
 
 
-# --------------------------------------------------------------------------- to dict
-def _hist(h: HistogramSummary | None) -> dict[str, Any] | None:
-    if h is None:
-        return None
-    return {"count": num(h.count), "sum": num(h.sum), "mean": num(h.mean),
-            "buckets": [{"le": num(le), "count": num(c)} for le, c in h.buckets]}
+# --------------------------------------------------------------------------- the document
+def _count(decimals: int = 6, maximum: float | None = None, unit: str = "") -> Number:
+    """A measured count, rate or duration: not negative; written with ``decimals``."""
+    return Number(minimum=0, maximum=maximum, decimals=decimals, description=unit)
+
+
+def _known(unit: str) -> Nullable:
+    """A measured quantity in ``unit``; null when the source does not report it."""
+    return Nullable(_count(unit=unit))
+
+
+_CNT = Nullable(_count())
+_RATES = List(_count(maximum=1.0))
+_HIST = Nullable(Obj((
+    Field("count", _count()), Field("sum", _count()), Field("mean", _CNT),
+    Field("buckets", List(Obj((Field("le", Number(decimals=6)), Field("count", _count())),
+                              build=lambda le, count: (le, count),
+                              parts=lambda b: {"le": b[0], "count": b[1]}))),
+), build=HistogramSummary, description="a histogram's window delta: count, sum, mean (in the metric's "
+                                       "unit) and cumulative buckets (upper bound le; +Inf left out)"))
+
+#: Numeric fields of :class:`StepTiming`, in document order (histograms and basis apart).
+STEP_NUMBERS = ("engine_steps", "tokens_per_step", "sequence_steps", "sequences_per_step",
+                "step_seconds", "decode_seconds", "mean_running")
+STEP_NUMBERS_2 = ("gauge_mean_running", "decode_context_tokens", "verify_width", "draft_fraction",
+                  "generated_tokens")
+
+OBSERVATION = Kind(KIND, "spectune observe", "what was measured on a running server (or log)", Obj((
+    Field("engine", Obj((Field("name", Choice(("vllm", "sglang"))), Field("version", Nullable(Text())),
+                         Field("metrics", Text())), build=EngineInfo)),
+    Field("model_name", Nullable(Text())),
+    Field("source", Obj((Field("kind", Choice(("metrics", "log", "prometheus"))), Field("where", Text())),
+                        build=Source)),
+    Field("window", Obj((
+        Field("start", Nullable(Text(description="ISO 8601 UTC"))), Field("end", Nullable(Text())),
+        Field("seconds", Nullable(_count(3, unit="seconds"))),
+        Field("interval_seconds", Nullable(_count(3, unit="seconds"))),
+        Field("samples", Number(integer=True, minimum=0)),
+        Field("failed_samples", Number(integer=True, minimum=0))), build=Window)),
+    Field("speculation", Obj((
+        Field("drafts", _known("verify passes with >= 1 draft token")),
+        Field("draft_tokens", _known("tokens")),
+        Field("accepted_tokens", _known("tokens")),
+        Field("num_speculative_tokens", Nullable(Number(integer=True, minimum=0))),
+        Field("mean_draft_length", _known("tokens per draft")),
+        Field("mean_acceptance_length", _known("tokens per verify pass (1 + accepted / drafts)")),
+        Field("draft_acceptance_rate", _known("accepted / draft tokens")),
+        Field("per_position", Nullable(Obj((
+            Field("accepted", List(_count())), Field("marginal", _RATES), Field("conditional", _RATES)),
+            build=PerPosition))),
+        Field("per_position_note", Nullable(Text())), Field("basis", Text())), build=Speculation)),
+    Field("segments", List(Obj((
+        Field("start", Text()), Field("end", Text()), Field("seconds", _count(3, unit="seconds")),
+        Field("samples", Number(integer=True, minimum=0)), Field("drafts", _CNT),
+        Field("draft_tokens", _CNT), Field("accepted_tokens", _CNT),
+        Field("reset_before", Nullable(Text()))), build=SegmentInfo))),
+    Field("operating_point", Obj((
+        Field("running", Nullable(Obj((
+            Field("samples", Number(integer=True, minimum=0)), Field("mean", _CNT),
+            Field("distribution", List(Obj((
+                Field("running", Number(integer=True, minimum=0, maximum=MAX_BATCH)),
+                Field("samples", Number(integer=True, minimum=1))),
+                build=lambda running, samples: (running, samples),
+                parts=lambda v: {"running": v[0], "samples": v[1]}), max_items=MAX_POINTS),
+                attr="values")), build=Distribution))),
+        Field("prompt_tokens", _HIST), Field("generation_tokens", _HIST), Field("iteration_tokens", _HIST),
+        Field("inter_token_latency_seconds", _HIST), Field("note", Nullable(Text()))),
+        build=OperatingPoint)),
+    Field("acceptance", Nullable(Obj((
+        Field("kind", Choice(("per-position", "mean-length"))),
+        Field("conditional", List(_count(maximum=1.0), min_items=1, max_items=MAX_POSITIONS)),
+        Field("source", Text())), build=AcceptanceInfo))),
+    Field("notes", List(Text())),
+    Field("labels", Map(Text(), "observe --prometheus: the group's labels (model_name and --by)"),
+          required=False),
+    Field("steps", Nullable(Obj((
+        *(Field(k, _CNT) for k in STEP_NUMBERS), Field("mean_running_basis", Text()),
+        *(Field(k, _CNT) for k in STEP_NUMBERS_2),
+        Field("time_per_output_token_seconds", _HIST), Field("decode_time_seconds", _HIST)),
+        build=StepTiming, description="engine step timing of the window (vLLM), for spectune calibrate")),
+        required=False),
+    Field("speculative_config", Nullable(AnyObject()), required=False),
+), build=Observation), version=SCHEMA_VERSION, make="spectune observe URL -o yaml")
 
 
 def observation_to_dict(o: Observation) -> dict[str, Any]:
-    """The versioned document (``envelope``), keys in schema order."""
-    s = o.speculation
-    pp = s.per_position
-    op = o.operating_point
-    run = op.running
-    return envelope(KIND, {
-        "schema": SCHEMA_VERSION,
-        "engine": {"name": o.engine.name, "version": o.engine.version, "metrics": o.engine.metrics},
-        "model_name": o.model_name,
-        "source": {"kind": o.source.kind, "where": o.source.where},
-        "window": {"start": o.window.start, "end": o.window.end, "seconds": num(o.window.seconds, 3),
-                   "interval_seconds": num(o.window.interval_seconds, 3), "samples": o.window.samples,
-                   "failed_samples": o.window.failed_samples},
-        "speculation": {
-            "drafts": num(s.drafts), "draft_tokens": num(s.draft_tokens),
-            "accepted_tokens": num(s.accepted_tokens),
-            "num_speculative_tokens": s.num_speculative_tokens,
-            "mean_draft_length": num(s.mean_draft_length),
-            "mean_acceptance_length": num(s.mean_acceptance_length),
-            "draft_acceptance_rate": num(s.draft_acceptance_rate),
-            "per_position": None if pp is None else {
-                "accepted": [num(a) for a in pp.accepted],
-                "marginal": [num(m) for m in pp.marginal],
-                "conditional": [num(c) for c in pp.conditional]},
-            "per_position_note": s.per_position_note,
-            "basis": s.basis,
-        },
-        "segments": [{"start": g.start, "end": g.end, "seconds": num(g.seconds, 3), "samples": g.samples,
-                      "drafts": num(g.drafts), "draft_tokens": num(g.draft_tokens),
-                      "accepted_tokens": num(g.accepted_tokens), "reset_before": g.reset_before}
-                     for g in o.segments],
-        "operating_point": {
-            "running": None if run is None else {
-                "samples": run.samples, "mean": num(run.mean),
-                "distribution": [{"running": v, "samples": n} for v, n in run.values]},
-            "prompt_tokens": _hist(op.prompt_tokens),
-            "generation_tokens": _hist(op.generation_tokens),
-            "iteration_tokens": _hist(op.iteration_tokens),
-            "inter_token_latency_seconds": _hist(op.inter_token_latency_seconds),
-            "note": op.note,
-        },
-        "acceptance": None if o.acceptance is None else {
-            "kind": o.acceptance.kind,
-            "conditional": [num(c) for c in o.acceptance.conditional],
-            "source": o.acceptance.source},
-        "notes": list(o.notes),
-        **({"labels": dict(o.labels)} if o.labels else {}),
-        "steps": _steps(o.steps),
-        "speculative_config": o.speculative_config,
-    })
-
-
-def _steps(t: StepTiming | None) -> dict[str, Any] | None:
-    if t is None:
-        return None
-    out: dict[str, Any] = {k: num(getattr(t, k)) for k in STEP_NUMBERS}
-    out["mean_running_basis"] = t.mean_running_basis
-    out.update({k: num(getattr(t, k)) for k in STEP_NUMBERS_2})
-    out["time_per_output_token_seconds"] = _hist(t.time_per_output_token_seconds)
-    out["decode_time_seconds"] = _hist(t.decode_time_seconds)
-    return out
-
-
-# --------------------------------------------------------------------------- from dict
-#: The largest magnitude a loaded number may have: counts, tokens and seconds beyond 2**53
-#: are not exact as floats and would overflow later arithmetic (batch sizes are int64).
-MAX_NUMBER = MAX_COUNT
-
-
-class _Reader:
-    """Typed, bounded access to a loaded document with ``file: key.path`` in every error.
-
-    Numbers must be finite and at most :data:`MAX_NUMBER` in magnitude, and not negative
-    unless ``lo`` says otherwise; integers must be whole; lists must be lists."""
-
-    def __init__(self, where: str, lines: dict[str, int] | None = None) -> None:
-        self.where = where
-        self.lines = lines or {}
-
-    def fail(self, path: str, msg: str) -> ObserveUsageError:
-        """``file:line: key.path: msg``; the line of the nearest enclosing key that has one."""
-        at = path
-        while at and at not in self.lines:
-            at = at.rsplit("[", 1)[0] if at.endswith("]") else at.rpartition(".")[0]
-        line = self.lines.get(at)
-        return ObserveUsageError(f"{self.where}{f':{line}' if line else ''}: {path}: {msg}")
-
-    @staticmethod
-    def _at(path: str, k: str) -> str:
-        return f"{path}.{k}" if path else k
-
-    def map(self, d: Any, path: str) -> dict[str, Any]:
-        if not isinstance(d, dict):
-            raise self.fail(path, f"expected a mapping, got {_kind(d)}")
-        return d
-
-    def key(self, d: dict[str, Any], k: str, path: str) -> Any:
-        if k not in d:
-            raise self.fail(self._at(path, k), "missing")
-        return d[k]
-
-    def list(self, d: dict[str, Any], k: str, path: str) -> list[Any]:
-        v = self.key(d, k, path)
-        if not isinstance(v, list):
-            raise self.fail(self._at(path, k), f"expected a list, got {_kind(v)}")
-        return v
-
-    def _number(self, v: Any, path: str, lo: float | None) -> float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise self.fail(path, f"expected a number, got {_kind(v)}")
-        x = float(v) if abs(v) <= MAX_NUMBER else math.inf  # a huge int would overflow float()
-        if not math.isfinite(x) or abs(x) > MAX_NUMBER:
-            raise self.fail(path, f"expected a finite number of magnitude at most 2**53, got {v!r}")
-        if lo is not None and x < lo:
-            raise self.fail(path, f"expected a number >= {lo:g}, got {v!r}")
-        return x
-
-    def opt_num(self, d: dict[str, Any], k: str, path: str, lo: float | None = 0.0) -> float | None:
-        v = self.key(d, k, path)
-        return None if v is None else self._number(v, self._at(path, k), lo)
-
-    def numv(self, d: dict[str, Any], k: str, path: str, lo: float | None = 0.0) -> float:
-        v = self.opt_num(d, k, path, lo)
-        if v is None:
-            raise self.fail(self._at(path, k), "expected a number, got null")
-        return v
-
-    def opt_int(self, d: dict[str, Any], k: str, path: str, lo: int = 0) -> int | None:
-        x = self.opt_num(d, k, path, lo)
-        if x is None:
-            return None
-        if not x.is_integer():
-            raise self.fail(self._at(path, k), f"expected a whole number, got {d[k]!r}")
-        return int(x)
-
-    def integer(self, d: dict[str, Any], k: str, path: str, lo: int = 0) -> int:
-        v = self.opt_int(d, k, path, lo)
-        if v is None:
-            raise self.fail(self._at(path, k), "expected a whole number, got null")
-        return v
-
-    def opt_str(self, d: dict[str, Any], k: str, path: str) -> str | None:
-        v = self.key(d, k, path)
-        if v is None:
-            return None
-        if not isinstance(v, (str, int, float)) or isinstance(v, bool):
-            raise self.fail(self._at(path, k), f"expected text, got {_kind(v)}")
-        return str(v)
-
-    def string(self, d: dict[str, Any], k: str, path: str) -> str:
-        v = self.opt_str(d, k, path)
-        if v is None:
-            raise self.fail(self._at(path, k), "expected text, got null")
-        return v
-
-    def nums(self, d: dict[str, Any], k: str, path: str, hi: float | None = None) -> tuple[float, ...]:
-        p = self._at(path, k)
-        out = tuple(self._number(x, f"{p}[{i}]", 0.0) for i, x in enumerate(self.list(d, k, path)))
-        if hi is not None and any(x > hi for x in out):
-            raise self.fail(p, f"expected numbers in [0, {hi:g}]")
-        return out
-
-    def hist(self, d: dict[str, Any], k: str, path: str) -> HistogramSummary | None:
-        v = self.key(d, k, path)
-        if v is None:
-            return None
-        p = self._at(path, k)
-        h = self.map(v, p)
-        buckets = []
-        for i, b in enumerate(self.list(h, "buckets", p)):
-            bp = f"{p}.buckets[{i}]"
-            bm = self.map(b, bp)
-            buckets.append((self.numv(bm, "le", bp, lo=None), self.numv(bm, "count", bp)))
-        return HistogramSummary(self.numv(h, "count", p), self.numv(h, "sum", p),
-                                self.opt_num(h, "mean", p), tuple(buckets))
-
-
-def _kind(v: Any) -> str:
-    """A value's kind for messages, without echoing a whole (possibly huge) structure."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return f"a boolean ({str(v).lower()})"
-    if isinstance(v, (int, float, str)):
-        text = repr(v)
-        return text if len(text) <= 40 else text[:37] + "..."
-    return {"dict": "a mapping", "list": "a list"}.get(type(v).__name__, type(v).__name__)
-
-
-def _key_lines(node: Any, path: str = "", out: dict[str, int] | None = None) -> dict[str, int]:
-    """The line of every key path (``a.b[0].c``) of a YAML node, for error messages."""
-    import yaml
-
-    out = {} if out is None else out
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            sub = f"{path}.{k.value}" if path else str(k.value)
-            out[sub] = k.start_mark.line + 1
-            _key_lines(v, sub, out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, v in enumerate(node.value):
-            out[f"{path}[{i}]"] = v.start_mark.line + 1
-            _key_lines(v, f"{path}[{i}]", out)
-    return out
+    """The versioned document, keys in schema order."""
+    return OBSERVATION.dump(o)
 
 
 def observation_from_dict(doc: Any, where: str = "observation",
                           lines: dict[str, int] | None = None) -> Observation:
     """Rebuild an :class:`Observation` from its document; errors name ``where``, the line
     (``lines``: key path -> line, when the document came from YAML) and the key."""
-    r = _Reader(where, lines)
-    d = r.map(doc, "(top)")
-    if d.get("apiVersion") != API_VERSION:
-        raise r.fail("apiVersion", f"expected {API_VERSION!r}, got {d.get('apiVersion')!r}")
-    if d.get("kind") != KIND:
-        raise r.fail("kind", f"expected {KIND!r}, got {d.get('kind')!r} (make one with "
-                             "`spectune observe URL -o yaml`)")
-    if d.get("schema") != SCHEMA_VERSION:
-        raise r.fail("schema", f"this spectune reads Observation schema {SCHEMA_VERSION}, "
-                               f"got {d.get('schema')!r}")
-    e = r.map(r.key(d, "engine", ""), "engine")
-    src = r.map(r.key(d, "source", ""), "source")
-    w = r.map(r.key(d, "window", ""), "window")
-    s = r.map(r.key(d, "speculation", ""), "speculation")
-    ppd = r.key(s, "per_position", "speculation")
-    pp = None
-    if ppd is not None:
-        p = "speculation.per_position"
-        ppm = r.map(ppd, p)
-        pp = PerPosition(r.nums(ppm, "accepted", p), r.nums(ppm, "marginal", p, hi=1.0),
-                         r.nums(ppm, "conditional", p, hi=1.0))
-        if not len(pp.accepted) == len(pp.marginal) == len(pp.conditional):
-            raise r.fail(p, "accepted, marginal and conditional must have one entry per position each")
-    segs = []
-    for i, g in enumerate(r.list(d, "segments", "")):
-        p = f"segments[{i}]"
-        gm = r.map(g, p)
-        segs.append(SegmentInfo(r.string(gm, "start", p), r.string(gm, "end", p), r.numv(gm, "seconds", p),
-                                r.integer(gm, "samples", p), r.opt_num(gm, "drafts", p),
-                                r.opt_num(gm, "draft_tokens", p), r.opt_num(gm, "accepted_tokens", p),
-                                r.opt_str(gm, "reset_before", p)))
-    opd = r.map(r.key(d, "operating_point", ""), "operating_point")
-    rund = r.key(opd, "running", "operating_point")
-    run = None
-    if rund is not None:
-        rp = "operating_point.running"
-        rm = r.map(rund, rp)
-        vals = []
-        for i, x in enumerate(r.list(rm, "distribution", rp)):
-            p = f"{rp}.distribution[{i}]"
-            xm = r.map(x, p)
-            vals.append((r.integer(xm, "running", p), r.integer(xm, "samples", p, lo=1)))
-        run = Distribution(r.integer(rm, "samples", rp), r.opt_num(rm, "mean", rp), tuple(vals))
-        if len({v for v, _ in vals}) < len(vals):
+    r = Reader(where, lines or {}, ObserveUsageError)
+    obs: Observation = OBSERVATION.load(doc, r)
+    check_observation(obs, r)
+    return obs
+
+
+def check_observation(obs: Observation, r: Reader, at: str = "") -> None:
+    """What the spec cannot say: counts that must agree with each other; ``at`` prefixes
+    key paths (``groups[2].`` in a Fleet document)."""
+    pp = obs.speculation.per_position
+    if pp is not None and not len(pp.accepted) == len(pp.marginal) == len(pp.conditional):
+        raise r.fail(f"{at}speculation.per_position",
+                     "accepted, marginal and conditional must have one entry per position each")
+    op = obs.operating_point
+    run = op.running
+    if run is not None:
+        rp = f"{at}operating_point.running"
+        if len({v for v, _ in run.values}) < len(run.values):
             raise r.fail(f"{rp}.distribution", "a running-request count appears twice")
-        if sum(n for _, n in vals) != run.samples:
+        if sum(n for _, n in run.values) != run.samples:
             raise r.fail(f"{rp}.samples", f"{run.samples}, but the distribution counts "
-                                          f"{sum(n for _, n in vals)} samples")
-    op = OperatingPoint(run, r.hist(opd, "prompt_tokens", "operating_point"),
-                        r.hist(opd, "generation_tokens", "operating_point"),
-                        r.hist(opd, "iteration_tokens", "operating_point"),
-                        r.hist(opd, "inter_token_latency_seconds", "operating_point"),
-                        r.opt_str(opd, "note", "operating_point"))
-    if run is not None and len(run.values) > MAX_POINTS:
-        raise r.fail("operating_point.running.distribution",
-                     f"{len(run.values):,} distinct running-request counts; at most {MAX_POINTS:,}")
-    if run is not None and any(v > MAX_BATCH for v, _ in run.values):
-        raise r.fail("operating_point.running.distribution",
-                     f"a running-request count above {MAX_BATCH:,} (the largest batch spectune evaluates)")
+                                          f"{sum(n for _, n in run.values)} samples")
     lengths = [h.mean for h in (op.prompt_tokens, op.generation_tokens)
                if h is not None and h.mean is not None]
     if sum(lengths) > MAX_CONTEXT:
-        raise r.fail("operating_point", f"mean prompt + generation length {sum(lengths):g} tokens is above "
-                                        f"{MAX_CONTEXT:,} (the longest context spectune evaluates)")
-    acc_info = None
-    if r.key(d, "acceptance", "") is not None:
-        a = r.map(d["acceptance"], "acceptance")
-        cond = r.nums(a, "conditional", "acceptance", hi=1.0)
-        if not cond:
-            raise r.fail("acceptance.conditional", "expected rates in [0, 1], at least one")
-        if len(cond) > MAX_POSITIONS:
-            raise r.fail("acceptance.conditional", f"{len(cond)} positions; at most {MAX_POSITIONS}")
-        acc_info = AcceptanceInfo(r.string(a, "kind", "acceptance"), cond,
-                                  r.string(a, "source", "acceptance"))
-    steps = None
-    if d.get("steps") is not None:
-        sm = r.map(d["steps"], "steps")
-        nums = {k: r.opt_num(sm, k, "steps") for k in (*STEP_NUMBERS, *STEP_NUMBERS_2)}
-        steps = StepTiming(**nums, mean_running_basis=r.string(sm, "mean_running_basis", "steps"),
-                           time_per_output_token_seconds=r.hist(sm, "time_per_output_token_seconds", "steps"),
-                           decode_time_seconds=r.hist(sm, "decode_time_seconds", "steps"))
-    spec_cfg = d.get("speculative_config")
-    if spec_cfg is not None:
-        spec_cfg = r.map(spec_cfg, "speculative_config")
-    notes = r.list(d, "notes", "")
-    for i, n in enumerate(notes):
-        if not isinstance(n, str):
-            raise r.fail(f"notes[{i}]", f"expected text, got {_kind(n)}")
-    labels = r.map(d.get("labels") or {}, "labels")
-    for k, v in labels.items():
-        if not isinstance(v, str):
-            raise r.fail(f"labels.{k}", f"expected text, got {_kind(v)}")
-    return Observation(
-        labels={str(k): v for k, v in labels.items()},
-        engine=EngineInfo(r.string(e, "name", "engine"), r.opt_str(e, "version", "engine"),
-                          r.string(e, "metrics", "engine")),
-        model_name=r.opt_str(d, "model_name", ""),
-        source=Source(r.string(src, "kind", "source"), r.string(src, "where", "source")),
-        window=Window(r.opt_str(w, "start", "window"), r.opt_str(w, "end", "window"),
-                      r.opt_num(w, "seconds", "window"), r.opt_num(w, "interval_seconds", "window"),
-                      r.integer(w, "samples", "window"), r.integer(w, "failed_samples", "window")),
-        speculation=Speculation(
-            r.opt_num(s, "drafts", "speculation"), r.opt_num(s, "draft_tokens", "speculation"),
-            r.opt_num(s, "accepted_tokens", "speculation"),
-            r.opt_int(s, "num_speculative_tokens", "speculation"),
-            r.opt_num(s, "mean_draft_length", "speculation"),
-            r.opt_num(s, "mean_acceptance_length", "speculation"),
-            r.opt_num(s, "draft_acceptance_rate", "speculation"), pp,
-            r.opt_str(s, "per_position_note", "speculation"), r.string(s, "basis", "speculation")),
-        segments=tuple(segs),
-        operating_point=op,
-        acceptance=acc_info,
-        notes=tuple(notes),
-        steps=steps,
-        speculative_config=spec_cfg,
-    )
+        raise r.fail(f"{at}operating_point", f"mean prompt + generation length {sum(lengths):g} tokens "
+                                             f"is above {MAX_CONTEXT:,} (the longest context spectune "
+                                             "evaluates)")
 
 
 def load_observation(path: str | Path) -> Observation:
@@ -691,27 +472,17 @@ def read_document(path: str | Path) -> tuple[Any, str, dict[str, int]]:
     """The parsed YAML or JSON document of ``path`` (``-`` for stdin), its name for messages
     and the line of each key path (YAML only; empty for JSON)."""
     from spectune.errors import InputError
-    from spectune.inputs import read_input, yaml_document
+    from spectune.inputs import read_input
 
     name = str(path)
     try:
         text = read_input(name)
     except InputError as err:
         raise ObserveUsageError(f"cannot read observation file: {err.message}") from None
-    doc: Any = None
-    lines: dict[str, int] = {}
-    if text.lstrip().startswith("{"):
-        # JSON first: YAML 1.1 reads an exponent without a dot (json's 1e-06) as text
-        try:
-            doc = json.loads(text)
-        except (ValueError, RecursionError):
-            doc = None
-    if doc is None:
-        try:
-            doc, node = yaml_document(text, name)
-            lines = _key_lines(node)
-        except InputError as err:
-            raise ObserveUsageError(f"{err.message} (not YAML or JSON)") from None
+    try:
+        doc, lines = parse_document(text, name)
+    except InputError as err:
+        raise ObserveUsageError(f"{err.message} (not YAML or JSON)") from None
     return doc, name, lines
 
 

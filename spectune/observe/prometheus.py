@@ -40,7 +40,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import spectune.observe.sglang as _sglang
 import spectune.observe.vllm as _vllm
-from spectune.envelope import envelope
+from spectune.docspec import Field, Kind, List, Map, Nullable, Number, Obj, Reader, Text
 from spectune.observe.exposition import Exposition, LabelSet, Series
 from spectune.observe.faults import (
     BadBodyFault,
@@ -53,7 +53,7 @@ from spectune.observe.faults import (
     TLSFault,
     scrub,
 )
-from spectune.observe.observation import Observation, Source, Window, iso
+from spectune.observe.observation import OBSERVATION, Observation, Source, Window, iso
 from spectune.observe.scrape import _classify_connection_error, _tls_reason, redact_url
 from spectune.observe.window import Capture, Snapshot
 
@@ -404,15 +404,28 @@ class Fleet:
 
     def to_dict(self) -> dict[str, Any]:
         q = self.query
-        return envelope(KIND, {
+        return FLEET.dump({
             "source": {"prometheus": self.source, "selector": f"{{{q.matchers}}}" if q.matchers else None,
-                       "by": list(q.by)},
+                       "by": q.by},
             "window": {"start": iso(q.at - q.window), "end": iso(q.at), "seconds": q.window,
                        "step_seconds": round(q.step, 6)},
-            "groups": [o.to_dict() for o in self.observations],
+            "groups": self.observations,
             "skipped": [{"labels": lab, "reason": why} for lab, why in self.skipped],
-            "notes": list(self.notes),
+            "notes": self.notes,
         })
+
+
+FLEET = Kind(KIND, "spectune observe --prometheus", "one Observation per group of servers, from Prometheus",
+             Obj((
+    Field("source", Obj((Field("prometheus", Text()), Field("selector", Nullable(Text())),
+                         Field("by", List(Text(), 1))))),
+    Field("window", Obj((Field("start", Text()), Field("end", Text()),
+                         Field("seconds", Number(minimum=0, description="seconds")),
+                         Field("step_seconds", Number(minimum=0, description="seconds"))))),
+    Field("groups", List(OBSERVATION.obj, 1)),
+    Field("skipped", List(Obj((Field("labels", Map(Text())), Field("reason", Text()))))),
+    Field("notes", List(Text())),
+)), make="spectune observe --prometheus URL -o yaml")
 
 
 def observe_prometheus(url: str, *, window: float, at: float | None = None, interval: float = 5.0,
@@ -500,17 +513,17 @@ def describe_labels(labels: dict[str, str]) -> str:
 def load_observed(path: str, match: Sequence[str] = ()) -> Observation:
     """An ``observe -o yaml|json`` file: an Observation, or one group of a Fleet document
     (the only one, or the one ``match`` (LABEL=VALUE ...) selects)."""
-    from spectune.observe.observation import observation_from_dict, read_document
+    from spectune.observe.observation import check_observation, observation_from_dict, read_document
 
     doc, name, lines = read_document(path)
     if not (isinstance(doc, dict) and doc.get("kind") == KIND):
         if match:
             raise ObserveUsageError(f"--match picks a group of a Fleet document; {name} is not one")
         return observation_from_dict(doc, name, lines)
-    groups = doc.get("groups")
-    if not isinstance(groups, list) or not groups:
-        raise ObserveUsageError(f"{name}: groups: expected a list of Observation documents")
-    obs = [observation_from_dict(g, f"{name}: groups[{i}]") for i, g in enumerate(groups)]
+    r = Reader(name, lines, ObserveUsageError)
+    obs: list[Observation] = list(FLEET.load(doc, r)["groups"])
+    for i, o in enumerate(obs):
+        check_observation(o, r, f"groups[{i}].")
     want = _matchers(match)
     found = [o for o in obs if all(o.labels.get(k) == v for k, v in want.items())]
     if len(found) != 1:
