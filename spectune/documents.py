@@ -263,7 +263,10 @@ _SPEND = Obj((
     Field("step_seconds", Number(minimum=0, digits=6, description="seconds")),
     Field("draft_seconds", Number(minimum=0, digits=6, description="seconds")),
     Field("tokens_per_step", Number(minimum=0, digits=5)),
-    Field("tokens_per_second", Number(minimum=0, digits=5))))
+    Field("tokens_per_second", Number(minimum=0, digits=5)),
+    Field("memory_gb", Number(minimum=0, digits=4,
+                              description="GB per GPU: weights, drafter, KV cache, reserve")),
+    Field("fits", Flag()), Field("memory_note", Nullable(Text()))))
 WIDTH_DEPTH = Kind("WidthDepth", "spectune widthdepth",
                    "N positions per step spent as batch (width) or speculation (depth)", Obj((
     Field("gpu", Text()), Field("model", Text()), Field("routing", Text()), Field("acceptance", Text()),

@@ -300,14 +300,17 @@ def _widthdepth_table(doc: Document, fmt: str) -> str:
                      f"{sp['distinct_experts_per_layer']:.1f}", _si(sp["expert_bytes"], "B"),
                      _si(sp["attention_bytes"], "B"), _si(sp["other_bytes"], "B"),
                      _ms(sp["step_seconds"]), f"{sp['tokens_per_step']:.2f}",
-                     f"{sp['tokens_per_second']:,.0f}"])
+                     f"{sp['tokens_per_second']:,.0f}",
+                     f"{sp['memory_gb']:,.1f} GB" + ("" if sp["fits"] else " (no fit)")])
     head = (f"{doc['model']} on {doc['gpu']}: {doc['positions']} positions per step at context "
             f"{doc['context']:,}; acceptance {doc['acceptance']}; routing {doc['routing']}\n\n")
+    misfit = [f"{name} does not fit in memory: {sp['memory_note']}\n"
+              for name, sp in (("width", w), ("depth", d)) if not sp["fits"]]
     tail = (f"\nwinner: {doc['winner']} (depth / width throughput = {doc['depth_over_width']:.3f})"
-            + ("" if doc["drafter"] else "; drafting taken as free") + "\n")
+            + ("" if doc["drafter"] else "; drafting taken as free") + "\n" + "".join(misfit))
     return head + grid(rows, ["spend", "seqs x positions", "experts/layer", "expert bytes",
-                              "attention bytes", "other bytes", "step", "tokens/step", "tokens/s"],
-                       fmt) + tail
+                              "attention bytes", "other bytes", "step", "tokens/step", "tokens/s",
+                              "memory/GPU"], fmt) + tail
 
 
 @table_for("StepCost")

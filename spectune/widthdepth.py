@@ -11,7 +11,10 @@ move the same expert bytes (A(B T) = A(N)) and width wins for any alpha < 1 whil
 read is negligible; co-activation of consecutive positions makes the depth pass touch
 fewer distinct experts (:mod:`spectune.cost.routing`), which can outweigh the alpha tax.
 The seed assumes a free drafter, no prefill and short sequences; the drafter is left out
-unless asked for.
+unless asked for. Each spend also says whether its sequences' KV cache fits in GPU memory
+(:func:`spectune.memory.memory`: weights, drafter, KV cache of every sequence at context S,
+engine reserve): width holds N sequences' caches, depth only B, so at long context width
+can be the faster spend that does not fit.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from spectune.cost import draft_cost, step_cost
 from spectune.cost.routing import distinct_experts_bt
 from spectune.deployment import Engine, Parallelism
 from spectune.hardware import GPU
+from spectune.memory import GB, infeasible_reason, memory
 from spectune.model import Drafter, Model, MoE
 
 
@@ -42,6 +46,9 @@ class Spend:
     step_seconds: float
     draft_seconds: float
     tokens_per_step: float
+    memory_gb: float  # per GPU: weights, drafter, KV cache of the batch, engine reserve
+    fits: bool  # memory_gb within the GPU's memory
+    memory_note: str | None = None  # why it does not fit
 
     @property
     def tokens_per_second(self) -> float:
@@ -58,6 +65,9 @@ class WidthDepth:
 
     @property
     def winner(self) -> str:
+        """The faster spend; a spend that does not fit in memory never wins over one that does."""
+        if self.width.fits != self.depth.fits:
+            return "width" if self.width.fits else "depth"
         return "depth" if self.depth.tokens_per_second > self.width.tokens_per_second else "width"
 
     @property
@@ -88,8 +98,12 @@ def _spend(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None, draf
         c0 = step_cost(model, gpu, par, engine, batch, 1, context, achieved=achieved).seconds
         draft = float(draft_cost(drafter, gpu, par, engine, batch, tokens - 1, context, c0,
                                  achieved=achieved))
+    mem = memory(model, drafter or Drafter("ngram"), gpu, par, batch, context, tokens - 1)
+    fits = bool(np.asarray(mem.feasible).item())
     return Spend(batch, tokens, _distinct(model, par, batch, tokens), expert, attention,
-                 total - expert - attention, float(cost.seconds) + draft, draft, tokens_per_step)
+                 total - expert - attention, float(cost.seconds) + draft, draft, tokens_per_step,
+                 float(np.asarray(mem.total).item()) / GB, fits,
+                 None if fits else infeasible_reason(mem, ()))
 
 
 def width_vs_depth(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,

@@ -141,3 +141,20 @@ def test_a_priced_drafter_washes_the_effect_out(qwen36: Model) -> None:
     paid = width_vs_depth(co, dep.gpu, Parallelism(), None, Acceptance.iid(0.9), 22, 11, 0, dep.drafter)
     assert paid.depth.draft_seconds > 0
     assert paid.depth_over_width < free.depth_over_width
+
+
+def test_a_spend_that_does_not_fit_in_memory_never_wins(tmp_path: Path) -> None:
+    """Width holds N sequences' KV caches, depth only B: at long context width is the faster
+    spend on paper but does not fit, and the winner is the one that does (the table says so)."""
+    args = ["widthdepth", "qwen3.6-35b-a3b-b200-mtp", "--positions", "1024", "--batch", "8",
+            "--alpha", "0.9", "--context", "200000"]
+    res = CliRunner().invoke(cli, [*args, "-o", "json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert not doc["width"]["fits"] and doc["depth"]["fits"]
+    assert doc["width"]["memory_gb"] > doc["depth"]["memory_gb"]
+    assert doc["winner"] == "depth" and doc["depth_over_width"] < 1  # faster width, but no fit
+    table = CliRunner().invoke(cli, args)
+    assert "width does not fit in memory: needs" in table.stdout and "(no fit)" in table.stdout
+    short = json.loads(CliRunner().invoke(cli, [*args[:-1], "1024", "-o", "json"]).stdout)
+    assert short["width"]["fits"] and short["width"]["memory_note"] is None
