@@ -471,7 +471,7 @@ def test_off_for_a_mix_names_the_deciding_batch_sizes_and_the_weights(runner: Cl
 
 
 def test_emitted_config_states_its_minimum_vllm(runner: CliRunner, tmp_path: Path) -> None:
-    from spectune.emit.vllm import SCHEDULE_MIN_VLLM
+    from spectune.engines.vllm import SCHEDULE_MIN_VLLM
 
     f = write(tmp_path, **VARYING)
     rec = rec_of(**VARYING)

@@ -1,0 +1,64 @@
+"""The serving engines spectune knows, one module each: everything about an engine sits in
+its module -- its metric names and how to read them, its speculative settings and how to
+emit them, how to read them back from a config file, command line or manifest, its
+defaults, releases and limits.
+
+Adding an engine (TensorRT-LLM, say) is one module with the names of :class:`Engine`, and
+one line in :data:`ENGINES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from spectune.deployment import Deployment
+from spectune.emit.plan import Plan
+from spectune.engines import sglang, vllm
+from spectune.engines.options import Configured
+from spectune.errors import InputError
+from spectune.recommend import Recommendation
+
+
+class Engine(Protocol):
+    """What spectune asks of an engine module."""
+
+    NAME: str  # as in profiles and documents: "vllm"
+    LABEL: str  # as in messages: "vLLM"
+    METHODS: dict[str, str]  # spectune drafter kind -> the engine's method for it
+    SNIPPET_KINDS: tuple[str, ...]  # what `spectune emit PROFILE KIND` writes for it
+
+    def snippet(self, rec: Recommendation, kind: str, plan: Plan,
+                adaptive_path: str | None = None) -> tuple[str, list[str] | None]: ...
+
+    def reference(self, rec: Recommendation, plan: Plan,
+                  form: str) -> tuple[Callable[[int], int], dict[str, Any], list[str]]: ...
+
+    def launch_args(self, words: list[str], i: int) -> list[str] | None: ...
+
+    def runs_image(self, image: str) -> bool: ...
+
+    def read_args(self, conf: Configured, args: list[str], folder: Path) -> None: ...
+
+    def same_method(self, configured: str, expected: str) -> bool: ...
+
+    def profile_warnings(self, conf: Configured, dep: Deployment) -> list[str]: ...
+
+ENGINES: dict[str, Engine] = {"vllm": vllm, "sglang": sglang}
+
+def engine_for(name: str) -> Engine:
+    """The engine module called ``name`` (InputError naming the known ones otherwise)."""
+    if name not in ENGINES:
+        raise InputError(f"unknown serving engine {name!r}; spectune knows {', '.join(ENGINES)}")
+    return ENGINES[name]
+
+def engine_of_snippet(kind: str) -> Engine:
+    """The engine that writes snippet ``kind`` (``vllm-yaml`` -> vLLM)."""
+    for engine in ENGINES.values():
+        if kind in engine.SNIPPET_KINDS:
+            return engine
+    kinds = [k for e in ENGINES.values() for k in e.SNIPPET_KINDS]
+    raise InputError(f"unknown snippet kind {kind!r}; expected one of {', '.join(kinds)}")
+
+__all__ = ["ENGINES", "Configured", "Engine", "engine_for", "engine_of_snippet"]

@@ -1,0 +1,395 @@
+"""Everything spectune knows about SGLang: its ``launch_server`` speculative flags and how
+to emit them, how to read them back from a command line (the triple, NEXTN = EAGLE, the
+adaptive config: largest key <= batch size, one slot's initial steps =
+``--speculative-num-steps`` when it is a candidate, else the middle candidate), its
+algorithms, defaults and limits.
+
+Verified against SGLang's own source: the PyPI wheel sglang 0.5.23, whose flags are
+declared in ``python/sglang/srt/arg_groups/fields/spec.py`` (sgl-project/sglang; indexed
+at commit 7e997c672532a8677cb03a2f5cf588419c4b4d25) and resolved in
+``python/sglang/srt/arg_groups/speculative_hook.py``; the argument list is kept as the
+test fixture ``tests/data/sglang_spec_args.json``.
+
+* ``--speculative-algorithm``: builtins EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM (DFLASH,
+  DSPARK, UNO). NEXTN is resolved to EAGLE (``_resolve_speculative_algorithm_alias``).
+* ``--speculative-num-steps`` / ``--speculative-eagle-topk`` /
+  ``--speculative-num-draft-tokens``: always all three. With num-steps unset SGLang
+  asserts that the other two are unset too and picks its own defaults; with topk 1 it
+  forces num-draft-tokens = num-steps + 1. spectune emits gamma, 1, gamma + 1 for a chain;
+  for a draft tree (drafter ``topk`` > 1, EAGLE-2) gamma, topk and the tree's verify width
+  (``num_draft_tokens``, capped by the candidates gamma steps can produce:
+  :func:`spectune.tree.verify_width`).
+* NGRAM sets eagle-topk from ``--speculative-ngram-max-bfs-breadth`` (default 10), so
+  spectune also passes breadth 1 to keep one chain of gamma drafts.
+* ``--speculative-adaptive`` + ``--speculative-adaptive-config FILE``: a JSON object whose
+  integer-string keys are the lower bounds of batch-size ranges, each with
+  ``candidate_steps`` (``speculative/adaptive_spec_params.py``, routed by
+  ``speculative/adaptive_step_router.py``: the largest key <= the batch size). Only
+  EAGLE / EAGLE3 (NEXTN) with topk 1 and without attention DP; ``--speculative-num-steps``
+  must be one of the candidates. spectune gives each range one candidate, gamma for that
+  range, so the choice is the recommendation's, not the EMA's.
+* STANDALONE and NGRAM refuse attention DP ("does not support dp attention").
+* With speculation on and no ``--max-running-requests``, SGLang caps running requests at 48.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spectune.deployment import Deployment
+from spectune.emit.plan import (
+    Plan,
+    Range,
+    describe,
+    describe_mix,
+    lookup,
+    make_plan,
+    off_reason,
+    smoothing_note,
+)
+from spectune.engines.options import GAMMA_LIMIT, Configured, draft_length, split_options, whole_number
+from spectune.errors import InputError
+from spectune.inputs import input_file_problem, json_document, read_input
+from spectune.limits import MAX_GPUS
+from spectune.recommend import Recommendation
+from spectune.tree import verify_width
+
+NAME = "sglang"
+LABEL = "SGLang"
+SNIPPET_KINDS: tuple[str, ...] = ("sglang", "sglang-adaptive-config")
+
+# SGLang's DEFAULT_ADAPTIVE_CONFIG (python/sglang/srt/speculative/adaptive_spec_params.py,
+# sglang 0.5.23): used when --speculative-adaptive is given without a config file.
+SGLANG_DEFAULT_ADAPTIVE = {"1": [1, 3, 5, 7], "8": [0, 1, 3], "32": [0, 1], "64": [0]}
+
+METHODS = {"draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3",
+                     "mtp": "NEXTN", "ngram": "NGRAM"}
+ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
+NO_DP_ATTENTION = ("STANDALONE", "NGRAM")
+NEEDS_PATH = ("STANDALONE", "EAGLE", "EAGLE3")
+DEFAULT_ADAPTIVE_CONFIG = "spectune-sglang-adaptive.json"
+SPEC_DEFAULT_MAX_RUNNING = 48
+
+
+@dataclass
+class SglangSettings:
+    args: list[str]  # empty = speculation off
+    adaptive_config: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def sglang_algorithm(kind: str, dp: int = 1) -> str:
+    """SGLang's ``--speculative-algorithm`` for a drafter kind; InputError if it cannot run."""
+    if kind not in METHODS:
+        raise InputError(f"SGLang cannot run a {kind!r} drafter: it has no speculative algorithm "
+                         f"for it (SGLang algorithms spectune emits: "
+                         f"{', '.join(METHODS.values())})", key="drafter.kind")
+    algo = METHODS[kind]
+    if dp > 1 and algo in NO_DP_ATTENTION:
+        raise InputError(f"SGLang cannot run {algo} speculation with attention data parallelism "
+                         f"(dp = {dp}): it refuses dp attention for {algo}", key="parallelism.dp")
+    return algo
+
+
+def sglang_settings(rec: Recommendation, weights: Mapping[int, float] | None = None,
+                    plan: Plan | None = None,
+                    adaptive_path: str = DEFAULT_ADAPTIVE_CONFIG) -> SglangSettings:
+    dep = rec.deployment
+    dp = dep.parallelism.dp
+    algo = sglang_algorithm(dep.drafter.kind, dp)
+    path = dep.drafter.path
+    if algo in NEEDS_PATH and not path:
+        raise InputError(f"SGLang's {algo} needs the drafter's weights: set 'path' (the Hugging "
+                         "Face id or directory for --speculative-draft-model-path) in the drafter "
+                         "profile", key="drafter.path")
+    plan = plan or make_plan(rec, weights)
+    out = SglangSettings([])
+    if plan.max_gamma == 0:
+        out.notes.append("gamma* = 0 at every operating point: speculation does not pay for this "
+                         "deployment, so no speculative flags are emitted (SGLang runs without it): "
+                         + off_reason(rec, plan, False))
+        return out
+    k = plan.max_gamma
+    adaptive = False
+    topk = dep.drafter.topk
+    if plan.varies:
+        why = None
+        if topk > 1:
+            why = f"SGLang's adaptive speculation needs --speculative-eagle-topk 1 (this tree has {topk})"
+        elif algo not in ADAPTIVE_ALGORITHMS:
+            why = f"SGLang's adaptive speculation supports only EAGLE/EAGLE3/NEXTN, not {algo}"
+        elif dp > 1:
+            why = (f"SGLang disables adaptive speculation under attention DP (dp = {dp}): its "
+                   "decisions are not synchronised across DP ranks")
+        if why:
+            k = plan.static_gamma
+            out.notes.append(f"gamma* changes with batch size ({describe(plan)}) but {why}: "
+                             f"emitting one static gamma = {k}, the best mean predicted "
+                             f"throughput over {describe_mix(plan)}")
+            if k == 0:
+                out.notes.append("that static gamma is 0, so no speculative flags are emitted: "
+                                 + off_reason(rec, plan, True))
+                return out
+        else:
+            adaptive = True
+            out.adaptive_config = {str(lo): {"candidate_steps": [g]} for lo, _, g in plan.schedule}
+            out.notes.append(
+                f"gamma* changes with batch size ({describe(plan)}): write the adaptive config "
+                f"with `spectune emit PROFILE sglang-adaptive-config > {adaptive_path}` "
+                "(one candidate per batch-size range, so SGLang follows the recommendation)")
+            smoothed = smoothing_note(plan)
+            if smoothed:
+                out.notes.append(smoothed)
+    args = ["--speculative-algorithm", algo]
+    if path:
+        args += ["--speculative-draft-model-path", path]
+    # A tree verifies num_draft_tokens per sequence (spectune.tree.verify_width); a chain k + 1.
+    width = int(verify_width(dep.drafter, k))
+    args += ["--speculative-num-steps", str(k), "--speculative-eagle-topk", str(topk),
+             "--speculative-num-draft-tokens", str(width)]
+    if algo == "NGRAM":
+        args += ["--speculative-ngram-max-bfs-breadth", "1"]
+    if adaptive:
+        args += ["--speculative-adaptive", "--speculative-adaptive-config", adaptive_path]
+    biggest = max(b for b, _ in plan.per_batch)
+    if biggest > SPEC_DEFAULT_MAX_RUNNING:
+        out.notes.append(f"SGLang caps running requests at {SPEC_DEFAULT_MAX_RUNNING} with "
+                         f"speculation unless --max-running-requests is set; the profile declares "
+                         f"batch sizes up to {biggest}")
+    out.args = args
+    return out
+
+
+
+def render_args(settings: SglangSettings) -> str:
+    """The flags on one line, shell-quoted (empty line = speculation off)."""
+    return " ".join(shlex.quote(a) for a in settings.args) + "\n"
+
+
+def render_adaptive(settings: SglangSettings) -> str:
+    if settings.adaptive_config is None:
+        raise InputError("gamma* does not change with batch size here (or SGLang cannot adapt for "
+                         "this drafter): there is no adaptive config to write; the `sglang` flags "
+                         "alone configure it (spectune emit PROFILE sglang, or spectune recommend "
+                         "PROFILE --emit sglang)")
+    items = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in settings.adaptive_config.items()]
+    return "{\n" + ",\n".join(items) + "\n}\n"
+
+
+def snippet(rec: Recommendation, kind: str, plan: Plan,
+            adaptive_path: str | None = None) -> tuple[str, list[str] | None]:
+    """The text of snippet ``kind`` (one of :data:`SNIPPET_KINDS`) and its notes.
+    ``adaptive_path``: the file ``--speculative-adaptive-config`` points at."""
+    settings = sglang_settings(rec, plan=plan, adaptive_path=adaptive_path or DEFAULT_ADAPTIVE_CONFIG)
+    if kind == "sglang":
+        return render_args(settings), settings.notes
+    return render_adaptive(settings), []
+
+
+def reference(rec: Recommendation, plan: Plan,
+              form: str) -> tuple[Callable[[int], int], dict[str, Any], list[str]]:
+    """What ``spectune check`` compares against: the gamma the emitted flags run at each
+    batch size, the fix (flags, and the adaptive config when they adapt) and its notes."""
+    settings = sglang_settings(rec, plan=plan)
+    doc: dict[str, Any] = {"engine": "sglang", "format": "command-line", "snippet": render_args(settings)}
+    if not settings.args:
+        doc["snippet"] = ("# remove every --speculative-* flag: speculation does not pay at these "
+                          "operating points\n")
+        return (lambda _b: 0), doc, settings.notes
+    if settings.adaptive_config is not None:
+        doc["adaptive_config"] = render_adaptive(settings)
+        sched = list(plan.schedule)
+        return (lambda b: lookup(sched, b)), doc, settings.notes
+    steps = int(settings.args[settings.args.index("--speculative-num-steps") + 1])
+    return (lambda _b: steps), doc, settings.notes
+
+
+# --------------------------------------------------------------------------- reading back
+def launch_args(words: list[str], i: int) -> list[str] | None:
+    """The arguments when ``words[i:]`` launches SGLang (``sglang serve``, ``python -m
+    sglang.launch_server``), else None."""
+    base = words[i].rsplit("/", 1)[-1]
+    nxt = words[i + 1] if i + 1 < len(words) else ""
+    if base == "sglang" and nxt == "serve":
+        return words[i + 2:]
+    if base.startswith("python") and nxt == "-m" and i + 2 < len(words) \
+            and words[i + 2] in ("sglang.launch_server", "sglang.srt.server"):
+        return words[i + 3:]
+    return None
+
+
+def runs_image(image: str) -> bool:
+    """SGLang images have no ``launch_server`` entrypoint: a command is always given."""
+    return False
+
+
+def read_args(conf: Configured, args: list[str], folder: Path) -> None:
+    vals: dict[str, Any] = {}
+    flags = set()
+    for opt, val in split_options(args):
+        if opt is None:
+            continue
+        o = opt.replace("_", "-")
+        if o in ("--speculative-adaptive", "--enable-dp-attention", "--enable-ep-moe"):
+            flags.add(o)  # store_true: a positional paired with it by _split_options is not its value
+            continue
+        if o == "--speculative-draft-model":
+            o = "--speculative-draft-model-path"
+        if o in ("--dp", "--data-parallel-size"):
+            o = "--dp-size"
+        o = {"--tp": "--tp-size", "--tensor-parallel-size": "--tp-size", "--ep": "--ep-size",
+             "--expert-parallel-size": "--ep-size", "--model": "--model-path"}.get(o, o)
+        vals[o] = val
+    file, line = conf.file, conf.line
+    if vals.get("--model-path") is not None:
+        conf.served_model = str(vals["--model-path"])
+    conf.tensor_parallel = whole_number(vals.get("--tp-size", 1), "--tp-size", file, line, lo=1, hi=MAX_GPUS)
+    ep = whole_number(vals.get("--ep-size", 1), "--ep-size", file, line, lo=1, hi=MAX_GPUS)
+    conf.expert_parallel = ep > 1 or "--enable-ep-moe" in flags
+    algo = vals.get("--speculative-algorithm")
+    steps = vals.get("--speculative-num-steps")
+    topk = vals.get("--speculative-eagle-topk")
+    ndraft = vals.get("--speculative-num-draft-tokens")
+    dp = whole_number(vals.get("--dp-size", 1), "--dp-size", file, line, lo=1)
+    conf.data_parallel = dp if "--enable-dp-attention" in flags else 1
+    adaptive = "--speculative-adaptive" in flags
+    cfg_path = vals.get("--speculative-adaptive-config")
+    conf.sglang = {"num_steps": None, "eagle_topk": None, "num_draft_tokens": None,
+                   "adaptive": adaptive, "adaptive_config": cfg_path}
+    if algo is None or str(algo).upper() == "NONE":
+        return
+    algo = str(algo).upper()
+    conf.method = algo
+    conf.model = vals.get("--speculative-draft-model-path")
+    s = draft_length(steps, "--speculative-num-steps", file, line) if steps is not None else None
+    t = whole_number(topk, "--speculative-eagle-topk", file, line, lo=1) if topk is not None else None
+    n = None
+    if ndraft is not None:  # NGRAM drafts num-draft-tokens - 1 tokens: a draft length
+        n = (whole_number(ndraft, "--speculative-num-draft-tokens", file, line, 1, GAMMA_LIMIT + 1,
+                  f"NGRAM drafts num-draft-tokens - 1; spectune evaluates draft lengths up to {GAMMA_LIMIT}")
+             if algo == "NGRAM" else whole_number(ndraft, "--speculative-num-draft-tokens", file, line, lo=1))
+    if algo == "NGRAM":  # SGLang takes NGRAM's topk from the BFS breadth (default 10)
+        breadth = vals.get("--speculative-ngram-max-bfs-breadth")
+        t = (whole_number(breadth, "--speculative-ngram-max-bfs-breadth", file, line, lo=1)
+             if breadth is not None else 10)
+    conf.sglang.update(num_steps=s, eagle_topk=t, num_draft_tokens=n)
+    candidates: dict[int, list[int]] | None = None
+    if adaptive:
+        candidates, note = _adaptive(cfg_path, folder, file)
+        if note:
+            conf.warnings.append(note)
+        why = None
+        if algo not in ("EAGLE", "EAGLE3", "NEXTN"):
+            why = f"{algo} (only EAGLE/EAGLE3/NEXTN adapt)"
+        elif conf.data_parallel > 1:
+            why = "attention DP"
+        elif t not in (None, 1):
+            why = f"--speculative-eagle-topk {t} (only topk 1 adapts)"
+        if why:
+            conf.warnings.append(f"SGLang turns --speculative-adaptive off for {why}: static "
+                                 "parameters are evaluated")
+            adaptive = False
+            candidates = None
+    if candidates:
+        union = sorted({g for c in candidates.values() for g in c})
+        if s is None:
+            s = union[len(union) // 2]
+        if s not in union:
+            raise InputError(f"--speculative-num-steps={s} is not among the adaptive candidate_steps "
+                             f"{union}: SGLang refuses to start", file, line)
+        keys = sorted(candidates)
+        sched: list[Range] = []
+        for i, lo in enumerate(keys):
+            hi = keys[i + 1] - 1 if i + 1 < len(keys) else max(lo, 1 << 20)
+            cands = sorted(set(candidates[lo]))
+            g = s if s in cands else cands[len(cands) // 2]
+            sched.append((max(lo, 1), hi, g))
+            if len(cands) > 1:
+                conf.warnings.append(f"adaptive range from batch {lo} has candidates {cands}: "
+                                     f"evaluated at its initial steps {g}; SGLang's EMA moves it "
+                                     "with the acceptance it observes")
+        if sched and sched[0][0] != 1:
+            sched[0] = (1, sched[0][1], sched[0][2])
+        conf.schedule, conf.schedule_active = sched, True
+        conf.gamma = s
+        conf.sglang["num_steps"] = s
+        return
+    if s is None:
+        given = [o for o, v in (("--speculative-eagle-topk", topk),
+                                ("--speculative-num-draft-tokens", ndraft)) if v is not None]
+        if given:
+            raise InputError(f"partial SGLang speculative triple: --speculative-num-steps is missing "
+                             f"while {' and '.join(given)} {'is' if len(given) == 1 else 'are'} set "
+                             "(SGLang asserts at startup); give all three", file, line)
+        raise InputError(f"{algo} speculation without --speculative-num-steps: SGLang then picks "
+                         "its own per-architecture defaults, which spectune cannot evaluate; give "
+                         "--speculative-num-steps, --speculative-eagle-topk and "
+                         "--speculative-num-draft-tokens", file, line)
+    if algo != "NGRAM" and (t is None or n is None):
+        raise InputError("partial SGLang speculative triple: give --speculative-num-steps, "
+                         "--speculative-eagle-topk and --speculative-num-draft-tokens together "
+                         "(a partial triple crashes the server)", file, line)
+    if t is not None and t > 1:
+        conf.warnings.append(f"--speculative-eagle-topk {t} drafts a tree; the profile's drafter "
+                             f"is priced (describe this tree with topk: {t} and num_draft_tokens: "
+                             f"{n} in the drafter profile)")
+    elif n is not None and n != s + 1 and algo != "NGRAM":
+        conf.warnings.append(f"--speculative-num-draft-tokens {n} != num-steps + 1 = {s + 1}; SGLang "
+                             f"resets it to {s + 1} with topk 1")
+    conf.gamma = s if algo != "NGRAM" or n is None else n - 1
+    conf.sglang["num_steps"] = s
+
+
+def _adaptive(path: str | None, folder: Path,
+                     file: str) -> tuple[dict[int, list[int]] | None, str | None]:
+    if path is None:
+        return {int(k): v for k, v in SGLANG_DEFAULT_ADAPTIVE.items()}, (
+            "--speculative-adaptive without a config: SGLang's built-in candidates are evaluated")
+    p = Path(path) if Path(path).is_absolute() else folder / path
+    if input_file_problem(str(p)) is not None:
+        return None, (f"cannot read the adaptive config {path} (looked at {p}); the static "
+                      "--speculative-num-steps is evaluated")
+    data = json_document(read_input(str(p)), str(p))
+    if not isinstance(data, dict):
+        raise InputError("the adaptive config must be a JSON object", str(p), 1)
+    out: dict[int, list[int]] = {}
+    for key, entry in data.items():
+        if not str(key).isdigit():
+            continue
+        steps = entry.get("candidate_steps") if isinstance(entry, dict) else None
+        if not isinstance(steps, list) or not steps or not all(
+                isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= GAMMA_LIMIT for s in steps):
+            raise InputError(f"BS {key}: candidate_steps must be a non-empty list of whole numbers "
+                             f"from 0 to {GAMMA_LIMIT}, got {steps!r}", str(p))
+        out[int(key)] = steps
+    if not out:
+        raise InputError("the adaptive config has no integer batch-size key", str(p))
+    return out, None
+
+
+# --------------------------------------------------------------------------- against a profile
+def same_method(configured: str, expected: str) -> bool:
+    """Whether the configured algorithm runs the drafter ``expected`` names (NEXTN = EAGLE)."""
+    alias = {"NEXTN": "EAGLE"}
+    return alias.get(configured, configured) == alias.get(expected, expected)
+
+
+def profile_warnings(conf: Configured, dep: Deployment) -> list[str]:
+    """``conf.warnings`` as they stand against the profile: a tree the profile describes is
+    priced as one (no "drafts a tree" warning), but a verify width other than the profile's
+    is said."""
+    warnings = list(conf.warnings)
+    if conf.sglang and conf.sglang.get("eagle_topk") == dep.drafter.topk > 1:
+        warnings = [w for w in warnings if "drafts a tree" not in w]
+        n_draft, steps = conf.sglang.get("num_draft_tokens"), conf.sglang.get("num_steps")
+        width = int(verify_width(dep.drafter, steps)) if steps else None
+        if n_draft is not None and width is not None and n_draft != width:
+            warnings.append(f"--speculative-num-draft-tokens {n_draft} differs from the profile's "
+                            f"tree ({width} verified tokens at {steps} steps): the prediction "
+                            "assumes the profile's")
+    return warnings
