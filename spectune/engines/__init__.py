@@ -28,6 +28,7 @@ class Engine(Protocol):
     LABEL: str  # as in messages: "vLLM"
     METHODS: dict[str, str]  # spectune drafter kind -> the engine's method for it
     SNIPPET_KINDS: tuple[str, ...]  # what `spectune emit PROFILE KIND` writes for it
+    VERSION_PATH: str  # HTTP path of the server whose JSON carries its "version"
 
     def snippet(self, rec: Recommendation, kind: str, plan: Plan,
                 adaptive_path: str | None = None) -> tuple[str, list[str] | None]: ...

@@ -8,9 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import spectune.observe.sglang as _sglang
-import spectune.observe.vllm as _vllm
+import spectune.engines.sglang as _sglang
+import spectune.engines.vllm as _vllm
 from spectune.acceptance import Acceptance
+from spectune.engines import ENGINES
 from spectune.limits import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_RETRIES,
@@ -54,7 +55,7 @@ def detect_engine(expo: Exposition) -> str:
 def _engine_version(scraper: Scraper, engine: str) -> str | None:
     """Best effort: the scrape itself shows no version, so ask vLLM's /version or SGLang's
     /get_server_info once; None when the server does not answer."""
-    doc = scraper.get_json("/version" if engine == "vllm" else "/get_server_info")
+    doc = scraper.get_json(ENGINES[engine].VERSION_PATH)
     if isinstance(doc, dict) and isinstance(doc.get("version"), str):
         return str(doc["version"])[:40]
     return None
@@ -128,7 +129,7 @@ def observe_url(url: str, *, window: float = DEFAULT_WINDOW_SECONDS,
             flavour = _vllm.flavour(first.exposition, model)
         else:
             model = _sglang.resolve_model(first.exposition, model_name)
-            _sglang.check(first.exposition, model)
+            _sglang.check_metrics(first.exposition, model)
         version = _engine_version(scraper, engine) if ask_version else None
         snaps = [Snapshot(first.time, first.exposition)]
         failed = 0

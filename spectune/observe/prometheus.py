@@ -3,7 +3,7 @@ scrapes them (``spectune observe --prometheus URL``).
 
 Instead of scraping each server twice, spectune asks Prometheus's HTTP API
 (``/api/v1/query`` and ``/api/v1/query_range``) for the same metrics ``observe URL`` reads
-(names and meanings from :mod:`spectune.observe.vllm` and :mod:`spectune.observe.sglang`):
+(names and meanings from :mod:`spectune.engines.vllm` and :mod:`spectune.engines.sglang`):
 
 * every counter sample (the spec-decode counters, and ``_count`` / ``_sum`` / ``_bucket`` of
   the histograms) as ``increase(NAME{SELECTOR}[WINDOW])`` at the window's end, one value per
@@ -18,7 +18,7 @@ Series are split into groups by ``model_name`` and the ``--by`` labels (e.g. dep
 namespace, pod). Each group becomes a :class:`~spectune.observe.window.Capture`: one
 snapshot per gauge step, the last one also holding the counters' increases (a first
 snapshot without counters makes each counter's delta its increase), and the engine's own
-analysis (:func:`spectune.observe.vllm.analyse`, :func:`spectune.observe.sglang.analyse`)
+analysis (:func:`spectune.engines.vllm.analyse`, :func:`spectune.engines.sglang.analyse`)
 turns it into the Observation, labelled with the group's labels.
 
 HTTP: one ``requests`` call per query with ``timeout`` seconds for the whole answer and a
@@ -38,8 +38,8 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import spectune.observe.sglang as _sglang
-import spectune.observe.vllm as _vllm
+import spectune.engines.sglang as _sglang
+import spectune.engines.vllm as _vllm
 from spectune.envelope import envelope
 from spectune.observe.exposition import Exposition, LabelSet, Series
 from spectune.observe.faults import (
