@@ -236,6 +236,7 @@ def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str,
     infeasible points); ``sources`` are (title, text) of the built-in profiles used;
     ``deploy`` the vLLM ``--speculative-config`` value and its notes (``spectune emit``)."""
     import spectune.figures as figures
+    from spectune.engines.vllm import LAUNCH_WITH_CONFIG
 
     dep = doc["deployment"]
     batches, contexts = doc["batch_sizes"], doc["context_lengths"]
@@ -293,7 +294,7 @@ def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str,
         parts += ["<h2>6. What to deploy (vLLM)</h2>",
                   '<p class="note">The settings vLLM can take for this recommendation, as '
                   "<code>spectune emit PROFILE vllm</code> prints them (the notes explain them):</p>",
-                  '<pre class="deploy">vllm serve MODEL --speculative-config '
+                  f'<pre class="deploy">{_e(LAUNCH_WITH_CONFIG)} '
                   f"'{_e(snippet.strip())}'</pre>",
                   "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in why) + "</ul>"]
     if all_notes:

@@ -483,3 +483,14 @@ def test_emitted_config_states_its_minimum_vllm(runner: CliRunner, tmp_path: Pat
     assert make_plan(rec).varies == ("num_speculative_tokens_per_batch_size" in cfg)
     py = runner.invoke(cli, ["emit", str(f), "vllm-python"])
     assert "# needs vLLM >= " in py.stdout
+
+
+def test_emit_kinds_are_the_engine_modules_snippets() -> None:
+    """`spectune emit`'s kinds are what the engine modules write, each kind one engine's."""
+    from spectune.emit import EMIT_KINDS
+    from spectune.engines import ENGINES, engine_of_snippet
+
+    assert EMIT_KINDS == tuple(k for e in ENGINES.values() for k in e.SNIPPET_KINDS)
+    assert {engine_of_snippet(k).NAME for k in EMIT_KINDS} == set(ENGINES)
+    with pytest.raises(InputError, match="unknown snippet kind"):
+        engine_of_snippet("trtllm")

@@ -136,6 +136,8 @@ NAME = "vllm"
 LABEL = "vLLM"
 SNIPPET_KINDS: tuple[str, ...] = ("vllm", "vllm-yaml", "vllm-python")
 VERSION_PATH = "/version"  # HTTP path whose JSON has the server's "version"
+# how a launch takes the emitted JSON (the HTML report shows it; MODEL is a placeholder)
+LAUNCH_WITH_CONFIG = "vllm serve MODEL --speculative-config"
 
 # vLLM's deprecated MTP method names, all mapped to "mtp" (vllm/config/speculative.py).
 MTP_ALIASES = ("deepseek_mtp", "mimo_mtp", "glm4_moe_mtp", "ernie_mtp", "qwen3_next_mtp",
