@@ -490,7 +490,7 @@ def test_emit_kinds_are_the_engine_modules_snippets() -> None:
     from spectune.emit import EMIT_KINDS
     from spectune.engines import ENGINES, engine_of_snippet
 
-    assert EMIT_KINDS == tuple(k for e in ENGINES.values() for k in e.SNIPPET_KINDS)
+    assert tuple(k for e in ENGINES.values() for k in e.SNIPPET_KINDS) == EMIT_KINDS
     assert {engine_of_snippet(k).NAME for k in EMIT_KINDS} == set(ENGINES)
     with pytest.raises(InputError, match="unknown snippet kind"):
         engine_of_snippet("trtllm")

@@ -558,6 +558,10 @@ ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
 TPOT = "vllm:request_time_per_output_token_seconds"
 DECODE_TIME = "vllm:request_decode_time_seconds"
 GENERATED = "vllm:generation_tokens_total"
+# Every metric read, by type (Prometheus queries them by type: spectune.observe.prometheus).
+COUNTERS = (DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS, V0_EMITTED)
+HISTOGRAMS = (PROMPT, GENERATION, ITERATION, *ITL)
+GAUGES = (RUNNING,)
 
 V1_METRICS = "vllm:spec_decode_* counters (V1 engine, per-position)"
 V0_METRICS = "vllm:spec_decode_* counters (V0 engine: accepted/draft/emitted, no per-position)"

@@ -64,11 +64,6 @@ RESETS_NOTE = ("counts are Prometheus increase() over the window: counter resets
                "are handled by increase(), and counts are extrapolated to the window's edges, "
                "so they need not be whole numbers")
 
-_VLLM_HISTOGRAMS = (_vllm.PROMPT, _vllm.GENERATION, _vllm.ITERATION, *_vllm.ITL)
-_VLLM_COUNTERS = (_vllm.DRAFTS, _vllm.DRAFT_TOKENS, _vllm.ACCEPTED, _vllm.PER_POS, _vllm.V0_EMITTED)
-_VLLM_GAUGES = (_vllm.RUNNING,)
-_SGLANG_HISTOGRAMS = (_sglang.PROMPT, _sglang.GENERATION, _sglang.ITL)
-_SGLANG_GAUGES = (_sglang.ACCEPT_LENGTH, _sglang.ACCEPT_RATE, _sglang.NUM_STEPS, _sglang.RUNNING)
 _LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _UNIT = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -431,11 +426,11 @@ def observe_prometheus(url: str, *, window: float, at: float | None = None, inte
     vllm_groups: dict[GroupKey, _Group] = {}
     sglang_groups: dict[GroupKey, _Group] = {}
     with PromClient(opts) as client:
-        _collect(client, q, _VLLM_COUNTERS, _VLLM_HISTOGRAMS, _VLLM_GAUGES, vllm_groups)
+        _collect(client, q, _vllm.COUNTERS, _vllm.HISTOGRAMS, _vllm.GAUGES, vllm_groups)
         _count_resets(client, q, _vllm.DRAFTS, vllm_groups)
-        _collect(client, q, (), _SGLANG_HISTOGRAMS, _SGLANG_GAUGES, sglang_groups)
+        _collect(client, q, _sglang.COUNTERS, _sglang.HISTOGRAMS, _sglang.GAUGES, sglang_groups)
         where = client.where
-    vllm_groups = {k: g for k, g in vllm_groups.items() if any(n in g.increases for n in _VLLM_COUNTERS)}
+    vllm_groups = {k: g for k, g in vllm_groups.items() if any(n in g.increases for n in _vllm.COUNTERS)}
     sglang_groups = {k: g for k, g in sglang_groups.items()
                      if any(_sglang.ACCEPT_LENGTH in s for s in g.gauges.values())}
     if not vllm_groups and not sglang_groups:
