@@ -314,3 +314,17 @@ def test_engine_options_are_named_only_by_their_engine() -> None:
     assert not bad, _report(bad, "an engine's option named outside spectune/engines/ (move the knowledge "
                                  "into the engine's module)")
     assert _engine_options_in("spectune.engines.vllm") and _engine_options_in("spectune.engines.sglang")
+
+
+def test_every_engine_module_is_registered_and_complete() -> None:
+    """Each module under spectune/engines/ (bar the shared option parsing) is in ENGINES under
+    its NAME and has every name of the Engine protocol."""
+    from spectune.engines import ENGINES, Engine
+
+    found = {m.rsplit(".", 1)[1] for m in modules() if m.startswith("spectune.engines.")} - {"options"}
+    assert found == set(ENGINES)
+    wanted = [n for n in dir(Engine) if not n.startswith("_")] + list(Engine.__annotations__)
+    for name, engine in ENGINES.items():
+        assert name == engine.NAME
+        missing = [n for n in wanted if not hasattr(engine, n)]
+        assert not missing, f"spectune/engines/{name}.py lacks {missing}"

@@ -3,8 +3,12 @@ its module -- its metric names and how to read them, its speculative settings an
 emit them, how to read them back from a config file, command line or manifest, its
 defaults, releases and limits.
 
-Adding an engine (TensorRT-LLM, say) is one module with the names of :class:`Engine`, and
-one line in :data:`ENGINES`.
+The gate (:mod:`spectune.check`), the serving-config reader (:mod:`spectune.serving_config`)
+and ``spectune emit`` reach an engine through :data:`ENGINES` and the names of
+:class:`Engine`; ``spectune observe`` calls each module's metric reader (``analyse``) itself,
+since what a window of metrics can say differs by engine (per-position counters for vLLM,
+mean gauges for SGLang). Adding an engine (TensorRT-LLM, say) is one module with the names
+of :class:`Engine`, one line in :data:`ENGINES` and, for ``observe``, its ``analyse``.
 """
 
 from __future__ import annotations

@@ -110,15 +110,17 @@ VERSION_PATH = "/get_server_info"  # HTTP path whose JSON has the server's "vers
 
 # SGLang's DEFAULT_ADAPTIVE_CONFIG (python/sglang/srt/speculative/adaptive_spec_params.py,
 # sglang 0.5.23): used when --speculative-adaptive is given without a config file.
-SGLANG_DEFAULT_ADAPTIVE = {"1": [1, 3, 5, 7], "8": [0, 1, 3], "32": [0, 1], "64": [0]}
+BUILTIN_ADAPTIVE_CANDIDATES = {"1": [1, 3, 5, 7], "8": [0, 1, 3], "32": [0, 1], "64": [0]}
 
-METHODS = {"draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3",
-                     "mtp": "NEXTN", "ngram": "NGRAM"}
+# --------------------------------------------------------------------------- settings emitted
+# spectune drafter kind -> --speculative-algorithm
+METHODS = {"draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN",
+           "ngram": "NGRAM"}
 ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
 NO_DP_ATTENTION = ("STANDALONE", "NGRAM")
 NEEDS_PATH = ("STANDALONE", "EAGLE", "EAGLE3")
-DEFAULT_ADAPTIVE_CONFIG = "spectune-sglang-adaptive.json"
-SPEC_DEFAULT_MAX_RUNNING = 48
+DEFAULT_ADAPTIVE_CONFIG = "spectune-sglang-adaptive.json"  # the file spectune writes the adaptive config to
+SPEC_DEFAULT_MAX_RUNNING = 48  # running requests SGLang allows with speculation, unless told otherwise
 
 
 @dataclass
@@ -393,7 +395,7 @@ def read_args(conf: Configured, args: list[str], folder: Path) -> None:
 def _adaptive(path: str | None, folder: Path,
                      file: str) -> tuple[dict[int, list[int]] | None, str | None]:
     if path is None:
-        return {int(k): v for k, v in SGLANG_DEFAULT_ADAPTIVE.items()}, (
+        return {int(k): v for k, v in BUILTIN_ADAPTIVE_CANDIDATES.items()}, (
             "--speculative-adaptive without a config: SGLang's built-in candidates are evaluated")
     p = Path(path) if Path(path).is_absolute() else folder / path
     if input_file_problem(str(p)) is not None:

@@ -145,6 +145,7 @@ MTP_ALIASES = ("deepseek_mtp", "mimo_mtp", "glm4_moe_mtp", "ernie_mtp", "qwen3_n
 DEFAULT_PROMPT_LOOKUP = 5  # prompt_lookup_min/max when unset (SpeculativeConfig.__post_init__)
 
 
+# --------------------------------------------------------------------------- settings emitted
 # The oldest vLLM release that accepts each emitted field (README, "Engine settings").
 SCHEDULE_MIN_VLLM = "0.24.0"  # num_speculative_tokens_per_batch_size: vllm-project/vllm#32374
 # ("Dynamic SD"), documented from vLLM 0.24.0 (docs/features/speculative_decoding/
@@ -171,8 +172,8 @@ def min_vllm(cfg: dict[str, Any] | None) -> str | None:
     return f"needs vLLM >= {need} ({why})"
 
 
-METHODS = {"draft_model": "draft_model", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp",
-                "ngram": "ngram"}
+# spectune drafter kind -> vLLM's speculative method
+METHODS = {"draft_model": "draft_model", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram"}
 NEEDS_MODEL = ("draft_model", "eagle", "eagle3")
 
 
