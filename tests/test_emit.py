@@ -494,3 +494,16 @@ def test_emit_kinds_are_the_engine_modules_snippets() -> None:
     assert {engine_of_snippet(k).NAME for k in EMIT_KINDS} == set(ENGINES)
     with pytest.raises(InputError, match="unknown snippet kind"):
         engine_of_snippet("trtllm")
+
+
+def test_the_adaptive_config_is_a_file_without_notes() -> None:
+    """The adaptive config is the content of a file: no note goes with it, not even that the
+    profile prices another engine (the `sglang` flags carry that one)."""
+    from spectune.profiles import load_deployment
+    from spectune.recommend import recommend
+
+    example = EXAMPLES / "llama-3.1-70b-h100-eagle3.yaml"
+    rec = recommend(load_deployment(str(example)))
+    assert rec.deployment.engine.name == "vllm" and make_plan(rec).varies
+    assert any("priced with the profile's engine 'vllm'" in n for n in build_snippet(rec, "sglang").notes)
+    assert build_snippet(rec, "sglang-adaptive-config").notes == []

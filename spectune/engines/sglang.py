@@ -235,7 +235,7 @@ def snippet(rec: Recommendation, kind: str, plan: Plan,
     settings = sglang_settings(rec, plan=plan, adaptive_path=adaptive_path or DEFAULT_ADAPTIVE_CONFIG)
     if kind == "sglang":
         return render_args(settings), settings.notes
-    return render_adaptive(settings), []
+    return render_adaptive(settings), None  # a file's content: no notes, not even the engine's
 
 
 def reference(rec: Recommendation, plan: Plan,
