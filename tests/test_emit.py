@@ -507,3 +507,20 @@ def test_the_adaptive_config_is_a_file_without_notes() -> None:
     assert rec.deployment.engine.name == "vllm" and make_plan(rec).varies
     assert any("priced with the profile's engine 'vllm'" in n for n in build_snippet(rec, "sglang").notes)
     assert build_snippet(rec, "sglang-adaptive-config").notes == []
+
+
+def test_the_command_line_offers_the_engine_modules_kinds() -> None:
+    """The CLI spells the kinds and SGLang's adaptive-config file name out (importing the
+    engines would slow `spectune --help`): they must stay the engine modules'."""
+    import spectune.api as api
+    from spectune.cli import cli
+    from spectune.emit import EMIT_KINDS
+    from spectune.engines import sglang
+
+    emit_cmd = cli.commands["emit"]
+    kind = next(p for p in emit_cmd.params if p.name == "kind")
+    path = next(p for p in emit_cmd.params if p.name == "adaptive_config_path")
+    assert tuple(kind.type.choices) == EMIT_KINDS  # type: ignore[attr-defined]
+    assert path.default == api.DEFAULT_ADAPTIVE_PATH == sglang.DEFAULT_ADAPTIVE_CONFIG
+    rec_emit = next(p for p in cli.commands["recommend"].params if p.name == "emit_kind")
+    assert set(rec_emit.type.choices) <= set(EMIT_KINDS)  # type: ignore[attr-defined]
