@@ -68,6 +68,7 @@ what calibration needs as its baseline.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -567,6 +568,24 @@ GAUGES = (RUNNING,)
 V1_METRICS = "vllm:spec_decode_* counters (V1 engine, per-position)"
 V0_METRICS = "vllm:spec_decode_* counters (V0 engine: accepted/draft/emitted, no per-position)"
 PLAIN_METRICS = "vllm: step histograms only (speculation off)"
+
+
+# `SpecDecoding metrics` log lines (vllm/v1/spec_decode/metrics.py; read by spectune.observe.log)
+LOG_MARKER = "SpecDecoding metrics:"
+_LOG_NUM = r"(nan|[0-9]+(?:\.[0-9]+)?)"
+LOG_FIELDS = {
+    "mean_length": re.compile(r"Mean acceptance length: " + _LOG_NUM),
+    "accepted_tput": re.compile(r"Accepted throughput: " + _LOG_NUM + r" tokens/s"),
+    "drafted_tput": re.compile(r"Drafted throughput: " + _LOG_NUM + r" tokens/s"),
+    "accepted": re.compile(r"Accepted: ([0-9]+) tokens"),
+    "drafted": re.compile(r"Drafted: ([0-9]+) tokens"),
+    "avg_rate": re.compile(r"Avg Draft acceptance rate: " + _LOG_NUM + "%"),
+}
+LOG_RATES = re.compile(r"Per-position acceptance rate: ([0-9.,\s]+?)(?:,\s*Avg|\s*$)")
+LOG_STAMP = re.compile(r"\b[01][0-9]-[0-3][0-9] [0-2][0-9]:[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?\b")
+LOG_OPERATING_POINT = ("unknown: vLLM's SpecDecoding log lines carry no operating point (running "
+                       "requests, prompt and generation lengths); observe the server's /metrics "
+                       "URL for it")
 
 
 def is_vllm(expo: Exposition) -> bool:
