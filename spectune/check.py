@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from spectune.deployment import Deployment
-from spectune.emit.plan import lookup, per_batch_gamma
+from spectune.emit.plan import lookup, make_plan, per_batch_gamma
 from spectune.engines import ENGINES, engine_for
 from spectune.engines.options import Configured
 from spectune.envelope import Document, envelope
@@ -58,8 +58,6 @@ def _reference(rec: Recommendation, conf: Configured) -> _Reference:
     """The best configuration the engine can express for this deployment: the plan
     :func:`spectune.emit.plan.make_plan` produces, as the engine module turns it into
     settings (:func:`spectune.engines.vllm.reference`, ...)."""
-    from spectune.emit import make_plan
-
     plan = make_plan(rec)
     engine = engine_for(conf.engine)
     batches = [int(b) for b in rec.grid.batch]

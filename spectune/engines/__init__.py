@@ -3,12 +3,12 @@ its module -- its metric names and how to read them, its speculative settings an
 emit them, how to read them back from a config file, command line or manifest, its
 defaults, releases and limits.
 
-The gate (:mod:`spectune.check`), the serving-config reader (:mod:`spectune.serving_config`)
-and ``spectune emit`` reach an engine through :data:`ENGINES` and the names of
-:class:`Engine`; ``spectune observe`` calls each module's metric reader (``analyse``) itself,
-since what a window of metrics can say differs by engine (per-position counters for vLLM,
-mean gauges for SGLang). Adding an engine (TensorRT-LLM, say) is one module with the names
-of :class:`Engine`, one line in :data:`ENGINES` and, for ``observe``, its ``analyse``.
+The gate (:mod:`spectune.check`), the serving-config reader (:mod:`spectune.serving_config`),
+``spectune emit`` and ``spectune observe URL`` reach an engine through :data:`ENGINES` and
+the names of :class:`Engine`. Adding an engine (TensorRT-LLM, say) is one module with those
+names and one line in :data:`ENGINES`; telling its ``/metrics`` from the others'
+(:func:`spectune.observe.api.detect_engine`) and querying it through Prometheus
+(:mod:`spectune.observe.prometheus`) still name vLLM and SGLang.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from spectune.emit.plan import Plan
 from spectune.engines import sglang, vllm
 from spectune.engines.options import Configured
 from spectune.errors import InputError
+from spectune.observe.exposition import Exposition
+from spectune.observe.observation import Observation
+from spectune.observe.window import Capture
 from spectune.recommend import Recommendation
 
 
@@ -49,6 +52,11 @@ class Engine(Protocol):
     def same_method(self, configured: str, expected: str) -> bool: ...
 
     def profile_warnings(self, conf: Configured, dep: Deployment) -> list[str]: ...
+
+    def open_window(self, expo: Exposition, model_name: str | None) -> tuple[str | None, Any]: ...
+
+    def analyse_window(self, capture: Capture, model: str | None, opened: Any = None,
+                       num_speculative_tokens: int | None = None) -> Observation: ...
 
 ENGINES: dict[str, Engine] = {"vllm": vllm, "sglang": sglang}
 

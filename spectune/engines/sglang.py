@@ -485,6 +485,20 @@ def check_metrics(expo: Exposition, model: str | None) -> None:
                                     "speculative decoding is not enabled (or metrics are too old)")
 
 
+def open_window(expo: Exposition, model_name: str | None) -> tuple[str | None, bool]:
+    """From the first scrape, before the window: the model to observe, its speculative
+    gauges checked (fails fast without them)."""
+    model = resolve_model(expo, model_name)
+    check_metrics(expo, model)
+    return model, True
+
+
+def analyse_window(capture: Capture, model: str | None, opened: Any = None,
+                   num_speculative_tokens: int | None = None) -> Observation:
+    """:func:`analyse`, given what :func:`open_window` found (None: checked on the last scrape)."""
+    return analyse(capture, model, num_speculative_tokens, checked=bool(opened))
+
+
 def _mean(expo: Exposition, name: str, where: Callable[[Series], bool]) -> float | None:
     vals = [s.value for s in expo.get(name, where)]
     return sum(vals) / len(vals) if vals else None

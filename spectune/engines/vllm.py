@@ -630,6 +630,20 @@ def flavour(expo: Exposition, model: str | None) -> str:
         "vllm:spec_decode_* metrics (start vLLM with --speculative-config)")
 
 
+def open_window(expo: Exposition, model_name: str | None) -> tuple[str | None, str]:
+    """From the first scrape, before the window: the model to observe and the metrics'
+    :func:`flavour` (fails fast when the server shows neither)."""
+    model = resolve_model(expo, model_name)
+    return model, flavour(expo, model)
+
+
+def analyse_window(capture: Capture, model: str | None, opened: Any = None,
+                   num_speculative_tokens: int | None = None) -> Observation:
+    """:func:`analyse`, given what :func:`open_window` found (None: found on the last scrape).
+    ``num_speculative_tokens`` is not needed: vLLM's counters give the draft length."""
+    return analyse(capture, model, opened)
+
+
 def _positions(expo: Exposition, where: Select | None) -> dict[int, float]:
     """Accepted tokens per 0-based position, summed over engines. A ``position`` label must
     be a whole number from 0 to MAX_POSITIONS - 1 (vLLM's K is at most that): anything else

@@ -124,12 +124,7 @@ def observe_url(url: str, *, window: float = DEFAULT_WINDOW_SECONDS,
             notes.append(f"sample 0 needed {first.attempts} attempts ({'; '.join(first.retry_reasons)})")
         engine = detect_engine(first.exposition)
         # fail fast, before the window: the engine's metrics for this model must be there
-        if engine == "vllm":
-            model = _vllm.resolve_model(first.exposition, model_name)
-            flavour = _vllm.flavour(first.exposition, model)
-        else:
-            model = _sglang.resolve_model(first.exposition, model_name)
-            _sglang.check_metrics(first.exposition, model)
+        model, opened = ENGINES[engine].open_window(first.exposition, model_name)
         version = _engine_version(scraper, engine) if ask_version else None
         snaps = [Snapshot(first.time, first.exposition)]
         failed = 0
@@ -169,10 +164,7 @@ def observe_url(url: str, *, window: float = DEFAULT_WINDOW_SECONDS,
         notes.append("engine version: not shown in the scrape, and the server's version endpoint "
                      "did not answer")
     capture = Capture(tuple(snaps), opts.display_url, interval, failed, tuple(notes), version)
-    if engine == "vllm":
-        obs = _vllm.analyse(capture, model, flavour)
-    else:
-        obs = _sglang.analyse(capture, model, num_speculative_tokens, checked=True)
+    obs = ENGINES[engine].analyse_window(capture, model, opened, num_speculative_tokens)
     return checked(obs, BadBodyFault)  # what observe writes, recommend --observed reads
 
 

@@ -40,6 +40,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import spectune.engines.sglang as _sglang
 import spectune.engines.vllm as _vllm
+from spectune.engines import ENGINES
 from spectune.envelope import envelope
 from spectune.observe.exposition import Exposition, LabelSet, Series
 from spectune.observe.faults import (
@@ -448,8 +449,7 @@ def observe_prometheus(url: str, *, window: float, at: float | None = None, inte
             cap = _capture(g, q, where)
             model = g.labels.get(GROUP_LABEL)
             try:
-                obs = _vllm.analyse(cap, model) if engine == "vllm" else \
-                    _sglang.analyse(cap, model, num_speculative_tokens)
+                obs = ENGINES[engine].analyse_window(cap, model, None, num_speculative_tokens)
             except (NoSpeculativeTraffic, SpeculationNotEnabled, ObserveUsageError) as err:
                 errors.append(err)
                 skipped.append((dict(g.labels), err.message))
