@@ -37,12 +37,14 @@ class Engine(Protocol):
     SNIPPET_KINDS: tuple[str, ...]  # what `spectune emit PROFILE KIND` writes for it
     VERSION_PATH: str  # HTTP path of the server whose JSON carries its "version"
 
+    # ---- settings emitted (spectune emit, recommend --emit) and the gate's reference
     def snippet(self, rec: Recommendation, kind: str, plan: Plan,
                 adaptive_path: str | None = None) -> tuple[str, list[str] | None]: ...
 
     def reference(self, rec: Recommendation, plan: Plan,
                   form: str) -> tuple[Callable[[int], int], dict[str, Any], list[str]]: ...
 
+    # ---- settings read back (spectune.serving_config) and compared with a profile (check)
     def launch_args(self, words: list[str], i: int) -> list[str] | None: ...
 
     def runs_image(self, image: str) -> bool: ...
@@ -53,18 +55,22 @@ class Engine(Protocol):
 
     def profile_warnings(self, conf: Configured, dep: Deployment) -> list[str]: ...
 
+    # ---- metrics (spectune observe URL, observe --prometheus)
     def open_window(self, expo: Exposition, model_name: str | None) -> tuple[str | None, Any]: ...
 
     def analyse_window(self, capture: Capture, model: str | None, opened: Any = None,
                        num_speculative_tokens: int | None = None) -> Observation: ...
 
+
 ENGINES: dict[str, Engine] = {"vllm": vllm, "sglang": sglang}
+
 
 def engine_for(name: str) -> Engine:
     """The engine module called ``name`` (InputError naming the known ones otherwise)."""
     if name not in ENGINES:
         raise InputError(f"unknown serving engine {name!r}; spectune knows {', '.join(ENGINES)}")
     return ENGINES[name]
+
 
 def engine_of_snippet(kind: str) -> Engine:
     """The engine that writes snippet ``kind`` (``vllm-yaml`` -> vLLM)."""
@@ -73,5 +79,6 @@ def engine_of_snippet(kind: str) -> Engine:
             return engine
     kinds = [k for e in ENGINES.values() for k in e.SNIPPET_KINDS]
     raise InputError(f"unknown snippet kind {kind!r}; expected one of {', '.join(kinds)}")
+
 
 __all__ = ["ENGINES", "Configured", "Engine", "engine_for", "engine_of_snippet"]
