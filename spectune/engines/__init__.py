@@ -4,11 +4,10 @@ emit them, how to read them back from a config file, command line or manifest, i
 defaults, releases and limits.
 
 The gate (:mod:`spectune.check`), the serving-config reader (:mod:`spectune.serving_config`),
-``spectune emit`` and ``spectune observe URL`` reach an engine through :data:`ENGINES` and
+``spectune emit`` and ``spectune observe`` (a URL or Prometheus) reach an engine through :data:`ENGINES` and
 the names of :class:`Engine`. Adding an engine (TensorRT-LLM, say) is one module with those
 names and one line in :data:`ENGINES`; telling its ``/metrics`` from the others'
-(:func:`spectune.observe.api.detect_engine`) and querying it through Prometheus
-(:mod:`spectune.observe.prometheus`) still name vLLM and SGLang.
+(:func:`spectune.observe.api.detect_engine`) still names vLLM and SGLang.
 """
 
 from __future__ import annotations
@@ -36,6 +35,11 @@ class Engine(Protocol):
     METHODS: dict[str, str]  # spectune drafter kind -> the engine's method for it
     SNIPPET_KINDS: tuple[str, ...]  # what `spectune emit PROFILE KIND` writes for it
     VERSION_PATH: str  # HTTP path of the server whose JSON carries its "version"
+    COUNTERS: tuple[str, ...]  # the metrics its readers take, by type (Prometheus queries by type)
+    HISTOGRAMS: tuple[str, ...]
+    GAUGES: tuple[str, ...]
+    RESET_COUNTER: str | None  # a counter whose resets() count restarts (None: none)
+    SPECULATION_SERIES: tuple[str, ...]  # any of them seen in a window: the server speculates
 
     # ---- settings emitted (spectune emit, recommend --emit) and the gate's reference
     def snippet(self, rec: Recommendation, kind: str, plan: Plan,

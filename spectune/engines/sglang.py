@@ -453,8 +453,10 @@ GENERATION = "sglang:generation_tokens_histogram"
 ITL = "sglang:inter_token_latency_seconds"
 # Every metric read, by type (Prometheus queries them by type: spectune.observe.prometheus).
 COUNTERS: tuple[str, ...] = ()
-HISTOGRAMS = (PROMPT, GENERATION, ITL)
-GAUGES = (ACCEPT_LENGTH, ACCEPT_RATE, NUM_STEPS, RUNNING)
+HISTOGRAMS: tuple[str, ...] = (PROMPT, GENERATION, ITL)
+GAUGES: tuple[str, ...] = (ACCEPT_LENGTH, ACCEPT_RATE, NUM_STEPS, RUNNING)
+RESET_COUNTER: str | None = None  # no counter: gauges only
+SPECULATION_SERIES: tuple[str, ...] = (ACCEPT_LENGTH,)  # sampled in a window: the server speculates
 METRICS = "sglang:spec_accept_length / spec_accept_rate gauges (means, no per-position data)"
 NO_POSITIONS = ("SGLang reports only the mean acceptance length and rate (gauges), no per-position "
                 "acceptance; the acceptance given to recommend is the i.i.d. alpha matching the "

@@ -561,9 +561,11 @@ TPOT = "vllm:request_time_per_output_token_seconds"
 DECODE_TIME = "vllm:request_decode_time_seconds"
 GENERATED = "vllm:generation_tokens_total"
 # Every metric read, by type (Prometheus queries them by type: spectune.observe.prometheus).
-COUNTERS = (DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS, V0_EMITTED)
-HISTOGRAMS = (PROMPT, GENERATION, ITERATION, *ITL)
-GAUGES = (RUNNING,)
+COUNTERS: tuple[str, ...] = (DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS, V0_EMITTED)
+HISTOGRAMS: tuple[str, ...] = (PROMPT, GENERATION, ITERATION, *ITL)
+GAUGES: tuple[str, ...] = (RUNNING,)
+RESET_COUNTER: str | None = DRAFTS  # its resets() count the server restarts in a window
+SPECULATION_SERIES: tuple[str, ...] = COUNTERS  # any of them in a window: the server speculates
 
 V1_METRICS = "vllm:spec_decode_* counters (V1 engine, per-position)"
 V0_METRICS = "vllm:spec_decode_* counters (V0 engine: accepted/draft/emitted, no per-position)"

@@ -38,8 +38,6 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import spectune.engines.sglang as _sglang
-import spectune.engines.vllm as _vllm
 from spectune.engines import ENGINES
 from spectune.envelope import envelope
 from spectune.observe.exposition import Exposition, LabelSet, Series
@@ -363,6 +361,12 @@ def _count_resets(client: PromClient, q: FleetQuery, name: str, groups: dict[Gro
             g.series_reset += 1
 
 
+def _speculates(g: _Group, names: Sequence[str]) -> bool:
+    """Whether the group shows speculation: one of the engine's ``names`` increased (a
+    counter) or was sampled (a gauge) in the window."""
+    return any(n in g.increases or any(n in s for s in g.gauges.values()) for n in names)
+
+
 def _capture(g: _Group, q: FleetQuery, where: str) -> Capture:
     start = q.at - q.window
     n = round(q.window / q.step)
@@ -424,17 +428,16 @@ def observe_prometheus(url: str, *, window: float, at: float | None = None, inte
     q = FleetQuery(window, parse_time(None) if at is None else at, step, selector_matchers(selector),
                    group_labels(by))
     opts = PromOptions(api_base(url), timeout, token, ca_bundle, insecure, org_id)
-    vllm_groups: dict[GroupKey, _Group] = {}
-    sglang_groups: dict[GroupKey, _Group] = {}
+    groups: dict[str, dict[GroupKey, _Group]] = {name: {} for name in ENGINES}
     with PromClient(opts) as client:
-        _collect(client, q, _vllm.COUNTERS, _vllm.HISTOGRAMS, _vllm.GAUGES, vllm_groups)
-        _count_resets(client, q, _vllm.DRAFTS, vllm_groups)
-        _collect(client, q, _sglang.COUNTERS, _sglang.HISTOGRAMS, _sglang.GAUGES, sglang_groups)
+        for name, module in ENGINES.items():
+            _collect(client, q, module.COUNTERS, module.HISTOGRAMS, module.GAUGES, groups[name])
+            if module.RESET_COUNTER:
+                _count_resets(client, q, module.RESET_COUNTER, groups[name])
         where = client.where
-    vllm_groups = {k: g for k, g in vllm_groups.items() if any(n in g.increases for n in _vllm.COUNTERS)}
-    sglang_groups = {k: g for k, g in sglang_groups.items()
-                     if any(_sglang.ACCEPT_LENGTH in s for s in g.gauges.values())}
-    if not vllm_groups and not sglang_groups:
+    groups = {name: {k: g for k, g in found.items() if _speculates(g, ENGINES[name].SPECULATION_SERIES)}
+              for name, found in groups.items()}
+    if not any(groups.values()):
         sel = f"{{{q.matchers}}}" if q.matchers else "(no --selector)"
         raise SpeculationNotEnabled(
             f"Prometheus at {where} has no vllm:spec_decode_* or sglang:spec_accept_length series "
@@ -443,9 +446,9 @@ def observe_prometheus(url: str, *, window: float, at: float | None = None, inte
     out: list[Observation] = []
     skipped: list[tuple[dict[str, str], str]] = []
     errors: list[ObserveError] = []
-    for engine, groups in (("vllm", vllm_groups), ("sglang", sglang_groups)):
-        for key in sorted(groups):
-            g = groups[key]
+    for engine, found in groups.items():
+        for key in sorted(found):
+            g = found[key]
             cap = _capture(g, q, where)
             model = g.labels.get(GROUP_LABEL)
             try:
