@@ -159,8 +159,9 @@ def check(serving_config: str | Path, profile: Deployment | str | Path,
     """Gate a deployed serving configuration (``vllm serve --config`` file, command line,
     Kubernetes manifest) against ``profile``'s recommendation (``spectune check``):
     ``.exit_code`` 0 pass / 1 fail, ``.document`` the CheckReport, ``.warnings``."""
-    from spectune.check import DEFAULT_TOLERANCE, read_serving_config
+    from spectune.check import DEFAULT_TOLERANCE
     from spectune.check import check as run
+    from spectune.serving_config import read_serving_config
 
     conf = read_serving_config(str(serving_config))
     return run(conf, _deployment(profile), DEFAULT_TOLERANCE if tolerance is None else tolerance)

@@ -775,8 +775,9 @@ def check_command(serving_config: str, profile: str | None, profile_map: str | N
     each to its profile (examples/gitops/):
       spectune check DEPLOY_DIR --profiles PROFILE_MAP.yaml
     """
-    from spectune.check import check, read_serving_config
+    from spectune.check import check
     from spectune.profiles import load_deployment
+    from spectune.serving_config import read_serving_config
 
     if Path(serving_config).is_dir() or profile_map:
         from spectune.gitops import check_directory

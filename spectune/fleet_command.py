@@ -109,11 +109,11 @@ def _row(obs: Any, profile: str, config: str | None, keep: dict[str, Any]) -> An
     """Recommendation for one observed group against ``profile`` (and its serving config)."""
     from dataclasses import replace
 
-    from spectune.check import read_serving_config
     from spectune.fleet import fleet_row
     from spectune.observe.apply import apply_observation
     from spectune.profiles import load_deployment
     from spectune.recommend import recommend
+    from spectune.serving_config import read_serving_config
 
     dep = load_deployment(profile)
     applied = apply_observation(dep, obs)

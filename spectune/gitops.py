@@ -70,8 +70,9 @@ def check_directory(folder: str, profile_map: str, tolerance: float,
                     warn: Callable[[str], None]) -> tuple[Document, int]:
     """Each mapped manifest checked against its profile: a ``CheckSet`` document and the exit
     code (1 when any manifest fails the gate)."""
-    from spectune.check import check, read_serving_config
+    from spectune.check import check
     from spectune.profiles import load_deployment
+    from spectune.serving_config import read_serving_config
 
     reports: list[Document] = []
     code: int = EXIT_OK

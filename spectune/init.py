@@ -53,6 +53,8 @@ def server_info(url: str, timeout: float = 10.0) -> ServerInfo:
     answer like vLLM or SGLang."""
     import requests
 
+    from spectune.engines import ENGINES
+
     base = url.rstrip("/")
     for suffix in ("/metrics", "/v1"):
         base = base.removesuffix(suffix)
@@ -69,7 +71,8 @@ def server_info(url: str, timeout: float = 10.0) -> ServerInfo:
         raise InputError(f"--from-server {url}: {base}/v1/models lists no model")
     m = models[0]
     engine, version = "vllm", None
-    for path, eng in (("/version", "vllm"), ("/get_server_info", "sglang")):
+    for eng, module in ENGINES.items():
+        path = module.VERSION_PATH
         try:
             v = requests.get(base + path, timeout=timeout)
             if v.status_code == 200 and isinstance(v.json().get("version"), str):

@@ -248,6 +248,8 @@ def deploy_settings(rec: Recommendation, weights: Mapping[int, float] | None = N
     """The report's deploy section: SGLang flags for an SGLang profile (ROCm included), vLLM's
     ``--speculative-config`` otherwise; an engine that cannot run the drafter says why."""
     from spectune.emit import build_snippet
+    from spectune.engines import sglang as sglang_engine
+    from spectune.engines import vllm as vllm_engine
 
     sglang = rec.deployment.engine.name.lower().startswith("sglang")
     engine, kind = ("SGLang", "sglang") if sglang else ("vLLM", "vllm")
@@ -255,8 +257,8 @@ def deploy_settings(rec: Recommendation, weights: Mapping[int, float] | None = N
         snip = build_snippet(rec, kind, weights)
     except SpectuneError as err:
         return Deploy(engine, kind, None, [str(err)])
-    command = (f"python -m sglang.launch_server --model-path MODEL {snip.text.strip()}" if sglang
-               else f"vllm serve MODEL --speculative-config '{snip.text.strip()}'")
+    command = (f"{sglang_engine.LAUNCH} {snip.text.strip()}" if sglang
+               else f"{vllm_engine.LAUNCH_WITH_CONFIG} '{snip.text.strip()}'")
     return Deploy(engine, kind, command, snip.notes)
 
 

@@ -16,12 +16,16 @@ to ``P.name`` too. Then:
 * the pure core (hardware, model, cost, acceptance, speedup, recommend) reaches, directly
   or through any module it imports, no file format, HTTP client or terminal library and no
   edge module (profiles, observe, emit, check, render, cli, api, ...).
+* ``spectune/check.py`` is the gate alone (at most ``CHECK_MAX_LINES`` lines), and an
+  engine's option names appear in code only in its module under ``spectune/engines/``
+  (the command line, which names spectune's own options after them, aside).
 """
 
 from __future__ import annotations
 
 import ast
 import itertools
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -43,7 +47,8 @@ CORE = ("spectune.cost", "spectune.hardware", "spectune.model", "spectune.deploy
         "spectune.acceptance", "spectune.speedup", "spectune.recommend")
 EDGES = ("spectune.profiles", "spectune.observe", "spectune.emit", "spectune.check", "spectune.render",
          "spectune.cli", "spectune.api", "spectune.schema", "spectune.documents", "spectune.pricing",
-         "spectune.overrides")
+         "spectune.overrides", "spectune.engines", "spectune.serving_config", "spectune.shell",
+         "spectune.manifests")
 CORE_FORBIDDEN = {"click", "yaml", "requests", "prometheus_client", "tabulate", "urllib", "socket",
                   "http", "subprocess", "matplotlib"}
 
@@ -262,3 +267,64 @@ def test_import_spectune_is_cheap_and_click_free() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()
+
+
+# The gate holds no engine knowledge: each engine's sits in its module under spectune/engines/.
+CHECK_MAX_LINES = 400
+ENGINE_OPTIONS = ("--speculative-config", "-sc", "--speculative-num-steps", "--speculative-algorithm",
+                  "--speculative-eagle-topk", "--speculative-num-draft-tokens",
+                  "--speculative-draft-model-path", "--speculative-adaptive", "--spec-method",
+                  "--spec-tokens", "--enable-expert-parallel", "--tp-size", "--ep-size", "--dp-size",
+                  "num_speculative_tokens_per_batch_size")
+
+
+def _code_strings(module: str) -> list[tuple[int, str]]:
+    """The string constants of ``module``'s code (line, text): docstrings left out, since
+    prose may name an engine's options where it explains them."""
+    tree = ast.parse(modules()[module].read_text(encoding="utf-8"))
+    docs = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)):
+            docs.add(id(body[0].value))
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def _engine_options_in(module: str) -> list[str]:
+    pattern = re.compile(r"(?<![\w-])(" + "|".join(re.escape(o) for o in ENGINE_OPTIONS) + r")(?![\w-])")
+    return [f"{path_of(module)}:{line}: {m.group(1)}" for line, text in _code_strings(module)
+            for m in pattern.finditer(text)]
+
+
+def test_check_is_the_gate_alone() -> None:
+    n = len(modules()["spectune.check"].read_text(encoding="utf-8").splitlines())
+    assert n <= CHECK_MAX_LINES, (f"spectune/check.py has {n} lines (at most {CHECK_MAX_LINES}): reading "
+                                  "configurations belongs in spectune/serving_config.py, engine "
+                                  "semantics in spectune/engines/")
+
+
+def test_engine_options_are_named_only_by_their_engine() -> None:
+    """An engine's option names, in code (docstrings aside), appear only in its module under
+    spectune/engines/. The command line is exempt: `spectune observe --speculative-config`
+    and `--num-speculative-tokens` are spectune's own options, named after the engine's."""
+    bad = [hit for m in modules() if not m.startswith("spectune.engines") and not is_cli(m)
+           for hit in _engine_options_in(m)]
+    assert not bad, _report(bad, "an engine's option named outside spectune/engines/ (move the knowledge "
+                                 "into the engine's module)")
+    assert _engine_options_in("spectune.engines.vllm") and _engine_options_in("spectune.engines.sglang")
+
+
+def test_every_engine_module_is_registered_and_complete() -> None:
+    """Each module under spectune/engines/ (bar the shared option parsing) is in ENGINES under
+    its NAME and has every name of the Engine protocol."""
+    from spectune.engines import ENGINES, Engine
+
+    found = {m.rsplit(".", 1)[1] for m in modules() if m.startswith("spectune.engines.")} - {"options"}
+    assert found == set(ENGINES)
+    wanted = [n for n in dir(Engine) if not n.startswith("_")] + list(Engine.__annotations__)
+    for name, engine in ENGINES.items():
+        assert name == engine.NAME
+        missing = [n for n in wanted if not hasattr(engine, n)]
+        assert not missing, f"spectune/engines/{name}.py lacks {missing}"

@@ -20,9 +20,9 @@ from observe_support import SCRAPE, MetricsServer, Reply, fixture_text
 from spectune.calibrate import CalibrationWindow, fit, get_constants, predict_steps, with_constants
 from spectune.cli import cli
 from spectune.cost import step_cost
+from spectune.engines.vllm import analyse
 from spectune.observe.exposition import parse_exposition
 from spectune.observe.observation import Observation
-from spectune.observe.vllm import analyse
 from spectune.observe.window import Capture, Snapshot
 from spectune.profiles import deployment_from_doc, parse_yaml
 from spectune.render import render

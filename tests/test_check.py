@@ -12,9 +12,9 @@ import yaml
 from builders import profile
 from click.testing import CliRunner, Result
 
-from spectune.check import read_serving_config
 from spectune.cli import cli
 from spectune.errors import InputError
+from spectune.serving_config import read_serving_config
 
 CI = Path(__file__).resolve().parent.parent / "examples" / "ci"
 PROFILE = str(CI / "profile.yaml")

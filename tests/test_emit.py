@@ -471,7 +471,7 @@ def test_off_for_a_mix_names_the_deciding_batch_sizes_and_the_weights(runner: Cl
 
 
 def test_emitted_config_states_its_minimum_vllm(runner: CliRunner, tmp_path: Path) -> None:
-    from spectune.emit.vllm import SCHEDULE_MIN_VLLM
+    from spectune.engines.vllm import SCHEDULE_MIN_VLLM
 
     f = write(tmp_path, **VARYING)
     rec = rec_of(**VARYING)
@@ -483,3 +483,44 @@ def test_emitted_config_states_its_minimum_vllm(runner: CliRunner, tmp_path: Pat
     assert make_plan(rec).varies == ("num_speculative_tokens_per_batch_size" in cfg)
     py = runner.invoke(cli, ["emit", str(f), "vllm-python"])
     assert "# needs vLLM >= " in py.stdout
+
+
+def test_emit_kinds_are_the_engine_modules_snippets() -> None:
+    """`spectune emit`'s kinds are what the engine modules write, each kind one engine's."""
+    from spectune.emit import EMIT_KINDS
+    from spectune.engines import ENGINES, engine_of_snippet
+
+    assert tuple(k for e in ENGINES.values() for k in e.SNIPPET_KINDS) == EMIT_KINDS
+    assert {engine_of_snippet(k).NAME for k in EMIT_KINDS} == set(ENGINES)
+    with pytest.raises(InputError, match="unknown snippet kind"):
+        engine_of_snippet("trtllm")
+
+
+def test_the_adaptive_config_is_a_file_without_notes() -> None:
+    """The adaptive config is the content of a file: no note goes with it, not even that the
+    profile prices another engine (the `sglang` flags carry that one)."""
+    from spectune.profiles import load_deployment
+    from spectune.recommend import recommend
+
+    example = EXAMPLES / "llama-3.1-70b-h100-eagle3.yaml"
+    rec = recommend(load_deployment(str(example)))
+    assert rec.deployment.engine.name == "vllm" and make_plan(rec).varies
+    assert any("priced with the profile's engine 'vllm'" in n for n in build_snippet(rec, "sglang").notes)
+    assert build_snippet(rec, "sglang-adaptive-config").notes == []
+
+
+def test_the_command_line_offers_the_engine_modules_kinds() -> None:
+    """The CLI spells the kinds and SGLang's adaptive-config file name out (importing the
+    engines would slow `spectune --help`): they must stay the engine modules'."""
+    import spectune.api as api
+    from spectune.cli import cli
+    from spectune.emit import EMIT_KINDS
+    from spectune.engines import sglang
+
+    emit_cmd = cli.commands["emit"]
+    kind = next(p for p in emit_cmd.params if p.name == "kind")
+    path = next(p for p in emit_cmd.params if p.name == "adaptive_config_path")
+    assert tuple(kind.type.choices) == EMIT_KINDS  # type: ignore[attr-defined]
+    assert path.default == api.DEFAULT_ADAPTIVE_PATH == sglang.DEFAULT_ADAPTIVE_CONFIG
+    rec_emit = next(p for p in cli.commands["recommend"].params if p.name == "emit_kind")
+    assert set(rec_emit.type.choices) <= set(EMIT_KINDS)  # type: ignore[attr-defined]

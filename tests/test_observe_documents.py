@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from observe_support import FIXTURES, LOG, SCRAPE, fixture_text
 
 from spectune.cli import cli
+from spectune.engines.vllm import analyse
 from spectune.observe import load_observation, observation_acceptance, observation_operating_point
 from spectune.observe.exposition import parse_exposition
 from spectune.observe.faults import ObserveUsageError
 from spectune.observe.observation import Observation, observation_from_dict
-from spectune.observe.vllm import analyse
 from spectune.observe.window import Capture, Snapshot
 from spectune.render import render
 
@@ -160,7 +160,7 @@ def test_documents_validate_against_the_published_schema() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     from observe_support import sglang_text
 
-    from spectune.observe import sglang
+    from spectune.engines import sglang
     from spectune.schema import schema_for
 
     validator = jsonschema.Draft202012Validator(schema_for("Observation"))

@@ -534,12 +534,12 @@ def test_scrape_options_repr_hides_url_credentials() -> None:
 
 def test_engine_metrics_are_checked_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """The first scrape decides the engine's flavour (fail fast); analyse does not redo it."""
-    from spectune.observe import sglang, vllm
+    from spectune.engines import sglang, vllm
 
     calls: list[str] = []
-    real_flavour, real_check = vllm.flavour, sglang.check
+    real_flavour, real_check = vllm.flavour, sglang.check_metrics
     monkeypatch.setattr(vllm, "flavour", lambda *a: calls.append("vllm") or real_flavour(*a))
-    monkeypatch.setattr(sglang, "check", lambda *a: calls.append("sglang") or real_check(*a))
+    monkeypatch.setattr(sglang, "check_metrics", lambda *a: calls.append("sglang") or real_check(*a))
     with MetricsServer(lambda n: ok(growing(n))) as srv:
         observe_url(srv.url, **FAST)  # type: ignore[arg-type]
     with MetricsServer(lambda n: Reply(200, sglang_text(2.2, 0.4))) as srv:

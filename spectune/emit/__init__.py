@@ -14,10 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spectune.emit.plan import Plan, make_plan
-from spectune.emit.sglang import DEFAULT_ADAPTIVE_CONFIG
-from spectune.errors import InputError
 from spectune.recommend import Recommendation
 
+# What `spectune emit PROFILE KIND` writes: each engine module's SNIPPET_KINDS (spectune.engines).
 EMIT_KINDS = ("vllm", "vllm-yaml", "vllm-python", "sglang", "sglang-adaptive-config")
 
 
@@ -28,38 +27,27 @@ class Snippet:
 
 
 def build_snippet(rec: Recommendation, kind: str, weights: Mapping[int, float] | None = None,
-                  plan: Plan | None = None,
-                  adaptive_path: str = DEFAULT_ADAPTIVE_CONFIG) -> Snippet:
+                  plan: Plan | None = None, adaptive_path: str | None = None) -> Snippet:
     """The snippet of ``kind`` (one of :data:`EMIT_KINDS`) and the notes that go with it.
 
-    ``adaptive_path``: the file SGLang's ``--speculative-adaptive-config`` points at."""
-    from spectune.emit import sglang, vllm
+    ``adaptive_path``: the file SGLang's adaptive config is written to (None: the engine's
+    default name)."""
+    from spectune.engines import engine_of_snippet
 
+    engine = engine_of_snippet(kind)
     plan = plan or make_plan(rec, weights)
-    engine = "sglang" if kind.startswith("sglang") else "vllm"
+    name = engine.NAME
     priced = rec.deployment.engine.name
-    other = ([f"the recommendation was priced with the profile's engine {priced!r}, not {engine}: "
-              f"set `engine: {engine}` in the profile to price {engine}'s own overheads (`spectune "
-              f"check` compares a {engine} config with a {engine} profile)"]
-             if priced != "none" and engine not in priced.lower() else [])
-    if kind in ("vllm", "vllm-yaml", "vllm-python"):
-        cfg, notes = vllm.vllm_speculative_config(rec, plan=plan)
-        notes = [*other, *notes]
-        if kind == "vllm":
-            return Snippet(vllm.render_json(cfg), notes)
-        if kind == "vllm-yaml":
-            return Snippet(vllm.render_yaml(cfg, rec), notes)
-        return Snippet(vllm.render_python(cfg, rec), notes)
-    if kind in ("sglang", "sglang-adaptive-config"):
-        settings = sglang.sglang_settings(rec, plan=plan, adaptive_path=adaptive_path)
-        if kind == "sglang":
-            return Snippet(sglang.render_args(settings), [*other, *settings.notes])
-        return Snippet(sglang.render_adaptive(settings), [])
-    raise InputError(f"unknown snippet kind {kind!r}; expected one of {', '.join(EMIT_KINDS)}")
+    other = ([f"the recommendation was priced with the profile's engine {priced!r}, not {name}: "
+              f"set `engine: {name}` in the profile to price {name}'s own overheads (`spectune "
+              f"check` compares a {name} config with a {name} profile)"]
+             if priced != "none" and name not in priced.lower() else [])
+    text, notes = engine.snippet(rec, kind, plan, adaptive_path)
+    return Snippet(text, [] if notes is None else [*other, *notes])
 
 
 def emit_snippet(rec: Recommendation, kind: str, weights: Mapping[int, float] | None = None,
-                 adaptive_path: str = DEFAULT_ADAPTIVE_CONFIG) -> str:
+                 adaptive_path: str | None = None) -> str:
     """The snippet text; its notes are written to stderr as ``spectune: note: ...``.
 
     What ``spectune recommend --emit`` and ``spectune emit`` both print."""

@@ -8,9 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import spectune.observe.sglang as _sglang
-import spectune.observe.vllm as _vllm
+import spectune.engines.sglang as _sglang
+import spectune.engines.vllm as _vllm
 from spectune.acceptance import Acceptance
+from spectune.engines import ENGINES
 from spectune.limits import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_RETRIES,
@@ -54,7 +55,7 @@ def detect_engine(expo: Exposition) -> str:
 def _engine_version(scraper: Scraper, engine: str) -> str | None:
     """Best effort: the scrape itself shows no version, so ask vLLM's /version or SGLang's
     /get_server_info once; None when the server does not answer."""
-    doc = scraper.get_json("/version" if engine == "vllm" else "/get_server_info")
+    doc = scraper.get_json(ENGINES[engine].VERSION_PATH)
     if isinstance(doc, dict) and isinstance(doc.get("version"), str):
         return str(doc["version"])[:40]
     return None
@@ -123,12 +124,7 @@ def observe_url(url: str, *, window: float = DEFAULT_WINDOW_SECONDS,
             notes.append(f"sample 0 needed {first.attempts} attempts ({'; '.join(first.retry_reasons)})")
         engine = detect_engine(first.exposition)
         # fail fast, before the window: the engine's metrics for this model must be there
-        if engine == "vllm":
-            model = _vllm.resolve_model(first.exposition, model_name)
-            flavour = _vllm.flavour(first.exposition, model)
-        else:
-            model = _sglang.resolve_model(first.exposition, model_name)
-            _sglang.check(first.exposition, model)
+        model, opened = ENGINES[engine].open_window(first.exposition, model_name)
         version = _engine_version(scraper, engine) if ask_version else None
         snaps = [Snapshot(first.time, first.exposition)]
         failed = 0
@@ -168,10 +164,7 @@ def observe_url(url: str, *, window: float = DEFAULT_WINDOW_SECONDS,
         notes.append("engine version: not shown in the scrape, and the server's version endpoint "
                      "did not answer")
     capture = Capture(tuple(snaps), opts.display_url, interval, failed, tuple(notes), version)
-    if engine == "vllm":
-        obs = _vllm.analyse(capture, model, flavour)
-    else:
-        obs = _sglang.analyse(capture, model, num_speculative_tokens, checked=True)
+    obs = ENGINES[engine].analyse_window(capture, model, opened, num_speculative_tokens)
     return checked(obs, BadBodyFault)  # what observe writes, recommend --observed reads
 
 

@@ -39,6 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from spectune.engines.vllm import (
+    LOG_FIELDS,
+    LOG_MARKER,
+    LOG_OPERATING_POINT,
+    LOG_RATES,
+    LOG_STAMP,
+)
 from spectune.inputs import input_file_problem
 from spectune.limits import MAX_LOG_BYTES, MAX_LOG_LINE, MAX_POSITIONS
 from spectune.observe.faults import NoSpeculativeTraffic, ObserveUsageError
@@ -51,22 +58,6 @@ from spectune.observe.observation import (
     Window,
     speculation,
 )
-
-MARKER = "SpecDecoding metrics:"
-_NUM = r"(nan|[0-9]+(?:\.[0-9]+)?)"
-_FIELDS = {
-    "mean_length": re.compile(r"Mean acceptance length: " + _NUM),
-    "accepted_tput": re.compile(r"Accepted throughput: " + _NUM + r" tokens/s"),
-    "drafted_tput": re.compile(r"Drafted throughput: " + _NUM + r" tokens/s"),
-    "accepted": re.compile(r"Accepted: ([0-9]+) tokens"),
-    "drafted": re.compile(r"Drafted: ([0-9]+) tokens"),
-    "avg_rate": re.compile(r"Avg Draft acceptance rate: " + _NUM + "%"),
-}
-_RATES = re.compile(r"Per-position acceptance rate: ([0-9.,\s]+?)(?:,\s*Avg|\s*$)")
-_STAMP = re.compile(r"\b[01][0-9]-[0-3][0-9] [0-2][0-9]:[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?\b")
-OPERATING_POINT_UNKNOWN = ("unknown: vLLM's SpecDecoding log lines carry no operating point (running "
-                           "requests, prompt and generation lengths); observe the server's /metrics "
-                           "URL for it")
 
 
 @dataclass(frozen=True)
@@ -130,11 +121,12 @@ def _float(m: re.Match[str] | None) -> float | None:
 
 def parse_line(line: str, line_no: int = 0) -> LogRecord | None:
     """A :class:`LogRecord` from one log line, or None when it is no complete SpecDecoding line."""
-    at = line.find(MARKER)
+    at = line.find(LOG_MARKER)
     if at < 0:
         return None
-    body = line[at + len(MARKER):]
-    acc, dra, rates = _FIELDS["accepted"].search(body), _FIELDS["drafted"].search(body), _RATES.search(body)
+    body = line[at + len(LOG_MARKER):]
+    acc, dra = LOG_FIELDS["accepted"].search(body), LOG_FIELDS["drafted"].search(body)
+    rates = LOG_RATES.search(body)
     if acc is None or dra is None or rates is None:
         return None
     try:
@@ -148,11 +140,12 @@ def parse_line(line: str, line_no: int = 0) -> LogRecord | None:
     if (not rate_vals or len(rate_vals) > MAX_POSITIONS or not all(0.0 <= r <= 1.0 for r in rate_vals)
             or max(len(acc.group(1)), len(dra.group(1))) > 15 or accepted > drafted):
         return None
-    st = _STAMP.search(line[:at])
+    st = LOG_STAMP.search(line[:at])
     return LogRecord(line_no, st.group(0) if st else None, accepted, drafted,
-                     rate_vals, _float(_FIELDS["mean_length"].search(body)),
-                     _float(_FIELDS["accepted_tput"].search(body)),
-                     _float(_FIELDS["drafted_tput"].search(body)), _float(_FIELDS["avg_rate"].search(body)))
+                     rate_vals, _float(LOG_FIELDS["mean_length"].search(body)),
+                     _float(LOG_FIELDS["accepted_tput"].search(body)),
+                     _float(LOG_FIELDS["drafted_tput"].search(body)),
+                     _float(LOG_FIELDS["avg_rate"].search(body)))
 
 
 def parse_log(lines: Iterable[str]) -> tuple[list[LogRecord], int]:
@@ -160,7 +153,7 @@ def parse_log(lines: Iterable[str]) -> tuple[list[LogRecord], int]:
     out: list[LogRecord] = []
     bad = 0
     for i, line in enumerate(lines, 1):
-        if MARKER not in line:
+        if LOG_MARKER not in line:
             continue
         rec = parse_line(line, i)
         if rec is None:
@@ -234,7 +227,7 @@ def aggregate(records: list[LogRecord], where: str, unreadable: int = 0) -> Obse
         window=Window(None, None, sum(periods) if periods else None, None, len(records), 0),
         speculation=spec,
         segments=(),
-        operating_point=OperatingPoint(note=OPERATING_POINT_UNKNOWN),
+        operating_point=OperatingPoint(note=LOG_OPERATING_POINT),
         acceptance=acceptance,
         notes=tuple(notes),
     )

@@ -3,7 +3,7 @@ scrapes them (``spectune observe --prometheus URL``).
 
 Instead of scraping each server twice, spectune asks Prometheus's HTTP API
 (``/api/v1/query`` and ``/api/v1/query_range``) for the same metrics ``observe URL`` reads
-(names and meanings from :mod:`spectune.observe.vllm` and :mod:`spectune.observe.sglang`):
+(names and meanings from :mod:`spectune.engines.vllm` and :mod:`spectune.engines.sglang`):
 
 * every counter sample (the spec-decode counters, and ``_count`` / ``_sum`` / ``_bucket`` of
   the histograms) as ``increase(NAME{SELECTOR}[WINDOW])`` at the window's end, one value per
@@ -18,7 +18,7 @@ Series are split into groups by ``model_name`` and the ``--by`` labels (e.g. dep
 namespace, pod). Each group becomes a :class:`~spectune.observe.window.Capture`: one
 snapshot per gauge step, the last one also holding the counters' increases (a first
 snapshot without counters makes each counter's delta its increase), and the engine's own
-analysis (:func:`spectune.observe.vllm.analyse`, :func:`spectune.observe.sglang.analyse`)
+analysis (:func:`spectune.engines.vllm.analyse`, :func:`spectune.engines.sglang.analyse`)
 turns it into the Observation, labelled with the group's labels.
 
 HTTP: one ``requests`` call per query with ``timeout`` seconds for the whole answer and a
@@ -38,9 +38,8 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import spectune.observe.sglang as _sglang
-import spectune.observe.vllm as _vllm
 from spectune.docspec import Field, Kind, List, Map, Nullable, Number, Obj, Reader, Text
+from spectune.engines import ENGINES
 from spectune.observe.exposition import Exposition, LabelSet, Series
 from spectune.observe.faults import (
     BadBodyFault,
@@ -64,11 +63,6 @@ RESETS_NOTE = ("counts are Prometheus increase() over the window: counter resets
                "are handled by increase(), and counts are extrapolated to the window's edges, "
                "so they need not be whole numbers")
 
-_VLLM_HISTOGRAMS = (_vllm.PROMPT, _vllm.GENERATION, _vllm.ITERATION, *_vllm.ITL)
-_VLLM_COUNTERS = (_vllm.DRAFTS, _vllm.DRAFT_TOKENS, _vllm.ACCEPTED, _vllm.PER_POS, _vllm.V0_EMITTED)
-_VLLM_GAUGES = (_vllm.RUNNING,)
-_SGLANG_HISTOGRAMS = (_sglang.PROMPT, _sglang.GENERATION, _sglang.ITL)
-_SGLANG_GAUGES = (_sglang.ACCEPT_LENGTH, _sglang.ACCEPT_RATE, _sglang.NUM_STEPS, _sglang.RUNNING)
 _LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _UNIT = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -367,6 +361,12 @@ def _count_resets(client: PromClient, q: FleetQuery, name: str, groups: dict[Gro
             g.series_reset += 1
 
 
+def _speculates(g: _Group, names: Sequence[str]) -> bool:
+    """Whether the group shows speculation: one of the engine's ``names`` increased (a
+    counter) or was sampled (a gauge) in the window."""
+    return any(n in g.increases or any(n in s for s in g.gauges.values()) for n in names)
+
+
 def _capture(g: _Group, q: FleetQuery, where: str) -> Capture:
     start = q.at - q.window
     n = round(q.window / q.step)
@@ -441,17 +441,16 @@ def observe_prometheus(url: str, *, window: float, at: float | None = None, inte
     q = FleetQuery(window, parse_time(None) if at is None else at, step, selector_matchers(selector),
                    group_labels(by))
     opts = PromOptions(api_base(url), timeout, token, ca_bundle, insecure, org_id)
-    vllm_groups: dict[GroupKey, _Group] = {}
-    sglang_groups: dict[GroupKey, _Group] = {}
+    groups: dict[str, dict[GroupKey, _Group]] = {name: {} for name in ENGINES}
     with PromClient(opts) as client:
-        _collect(client, q, _VLLM_COUNTERS, _VLLM_HISTOGRAMS, _VLLM_GAUGES, vllm_groups)
-        _count_resets(client, q, _vllm.DRAFTS, vllm_groups)
-        _collect(client, q, (), _SGLANG_HISTOGRAMS, _SGLANG_GAUGES, sglang_groups)
+        for name, module in ENGINES.items():
+            _collect(client, q, module.COUNTERS, module.HISTOGRAMS, module.GAUGES, groups[name])
+            if module.RESET_COUNTER:
+                _count_resets(client, q, module.RESET_COUNTER, groups[name])
         where = client.where
-    vllm_groups = {k: g for k, g in vllm_groups.items() if any(n in g.increases for n in _VLLM_COUNTERS)}
-    sglang_groups = {k: g for k, g in sglang_groups.items()
-                     if any(_sglang.ACCEPT_LENGTH in s for s in g.gauges.values())}
-    if not vllm_groups and not sglang_groups:
+    groups = {name: {k: g for k, g in found.items() if _speculates(g, ENGINES[name].SPECULATION_SERIES)}
+              for name, found in groups.items()}
+    if not any(groups.values()):
         sel = f"{{{q.matchers}}}" if q.matchers else "(no --selector)"
         raise SpeculationNotEnabled(
             f"Prometheus at {where} has no vllm:spec_decode_* or sglang:spec_accept_length series "
@@ -460,14 +459,13 @@ def observe_prometheus(url: str, *, window: float, at: float | None = None, inte
     out: list[Observation] = []
     skipped: list[tuple[dict[str, str], str]] = []
     errors: list[ObserveError] = []
-    for engine, groups in (("vllm", vllm_groups), ("sglang", sglang_groups)):
-        for key in sorted(groups):
-            g = groups[key]
+    for engine, found in groups.items():
+        for key in sorted(found):
+            g = found[key]
             cap = _capture(g, q, where)
             model = g.labels.get(GROUP_LABEL)
             try:
-                obs = _vllm.analyse(cap, model) if engine == "vllm" else \
-                    _sglang.analyse(cap, model, num_speculative_tokens)
+                obs = ENGINES[engine].analyse_window(cap, model, None, num_speculative_tokens)
             except (NoSpeculativeTraffic, SpeculationNotEnabled, ObserveUsageError) as err:
                 errors.append(err)
                 skipped.append((dict(g.labels), err.message))

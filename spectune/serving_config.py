@@ -1,0 +1,125 @@
+"""What a serving configuration serves: a ``vllm serve --config`` YAML file, a vLLM or
+SGLang command line (a text file or shell script), or a Kubernetes manifest whose
+container command/args hold one, read into :class:`~spectune.engines.options.Configured`.
+
+This module finds the engine command (:mod:`spectune.shell`, :mod:`spectune.manifests`);
+the engine's module (:mod:`spectune.engines`) reads its options as the engine would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spectune.engines import ENGINES, engine_for
+from spectune.engines import vllm as _vllm
+from spectune.engines.options import Configured
+from spectune.errors import InputError
+from spectune.inputs import yaml_documents
+from spectune.manifests import line_of, manifest_containers
+from spectune.profiles import read_text
+from spectune.shell import shell_c_script, shell_commands
+
+
+@dataclass
+class _Command:
+    engine: str
+    args: list[str]
+    line: int
+
+
+def read_serving_config(path: str) -> Configured:
+    """Parse a serving configuration file; InputError (exit 2) names the file and line."""
+    p = Path(path)
+    text = read_text(path)
+    if p.suffix.lower() in (".yaml", ".yml", ".json"):
+        return _from_yaml(text, path)
+    return _from_shell(text, path, p.parent)
+
+
+def _from_yaml(text: str, file: str) -> Configured:
+    docs = yaml_documents(text, file)
+    if not docs:
+        raise InputError("empty file: expected a `vllm serve --config` YAML file or a Kubernetes "
+                         "manifest", file, 1)
+    if any(isinstance(d, dict) and "apiVersion" in d and "kind" in d for d, _ in docs):
+        return _from_kubernetes(docs, file)
+    if len(docs) > 1 or not isinstance(docs[0][0], dict):
+        raise InputError("expected a `vllm serve --config` YAML mapping (option: value) or a "
+                         "Kubernetes manifest (apiVersion, kind)", file, line_of(docs[0][1]))
+    data, node = docs[0]
+    conf = Configured(_vllm.NAME, "vllm-config-file", file, 1)
+    _vllm.read_config_file(conf, data, node)
+    return conf
+
+
+def _engine_command(words: list[str]) -> tuple[str, list[str]] | None:
+    """(engine, arguments) when ``words`` launch an engine, else None."""
+    for i in range(len(words)):
+        for name, engine in ENGINES.items():
+            args = engine.launch_args(words, i)
+            if args is not None:
+                return name, args
+    return None
+
+
+def _find_commands(text: str, file: str, base_line: int = 0) -> list[_Command]:
+    out = []
+    for words, line in shell_commands(text, file):
+        found = _engine_command(words)
+        if found:
+            out.append(_Command(found[0], found[1], base_line + line))
+            continue
+        script = shell_c_script(words)  # sh -c '...' / bash -lc "..." nest a script
+        if script is not None:
+            out += _find_commands(words[script], file, base_line + line - 1)
+    return out
+
+
+def _from_shell(text: str, file: str, folder: Path) -> Configured:
+    cmds = _find_commands(text, file)
+    if not cmds:
+        raise InputError("no vLLM or SGLang command found (expected `vllm serve ...`, `python -m "
+                         "vllm.entrypoints.openai.api_server ...` or `python -m sglang.launch_server "
+                         "...`)", file)
+    conf = _from_command(cmds[0], "command-line", file, folder)
+    if len(cmds) > 1:
+        conf.warnings.append(f"{len(cmds)} engine commands found; checked the first (line {cmds[0].line})")
+    return conf
+
+
+def _from_command(cmd: _Command, form: str, file: str, folder: Path) -> Configured:
+    conf = Configured(cmd.engine, form, file, cmd.line)
+    engine_for(cmd.engine).read_args(conf, cmd.args, folder)
+    return conf
+
+
+def _from_kubernetes(docs: list[tuple[Any, yaml.Node]], file: str) -> Configured:
+    found: list[tuple[_Command, str]] = []
+    for c in manifest_containers(docs, file):
+        image = [name for name, e in ENGINES.items() if e.runs_image(c.image)]
+        if not c.command and image:  # the image's entrypoint runs the engine: args are its
+            found.append((_Command(image[0], c.words, c.line), c.name))
+            continue
+        hit = _engine_command(c.words)
+        if hit:
+            found.append((_Command(hit[0], hit[1], c.line), c.name))
+            continue
+        k = shell_c_script(c.words)
+        if k is not None:
+            found += [(cmd, c.name) for cmd in _find_commands(c.words[k], file, c.word_base_line(k))]
+    if not found:
+        raise InputError("no container of this Kubernetes manifest runs vLLM or SGLang (looked for "
+                         "`vllm serve`, `python -m vllm.entrypoints...`, `python -m "
+                         "sglang.launch_server` in command/args, or args for a vllm image)", file)
+    cmd, name = found[0]
+    conf = _from_command(cmd, "kubernetes", file, Path(file).parent)
+    if len(found) > 1:
+        conf.warnings.insert(0, f"{len(found)} engine containers found; checked {name!r} (line {cmd.line})")
+    return conf
+
+
+__all__ = ["Configured", "read_serving_config"]
