@@ -16,11 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from spectune.check_report import CHECK_REPORT
 from spectune.deployment import Deployment
 from spectune.emit.plan import lookup, make_plan, per_batch_gamma
 from spectune.engines import ENGINES, engine_for
 from spectune.engines.options import Configured
-from spectune.envelope import Document, envelope
+from spectune.envelope import Document
 from spectune.errors import EXIT_GATE_FAILED, EXIT_OK, InputError
 from spectune.limits import DEFAULT_CHECK_TOLERANCE
 from spectune.recommend import Recommendation, recommend
@@ -256,7 +257,7 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
         if ref.fix is not None:
             fix = {**ref.fix, "max_shortfall": sig(max(gap[0], 0.0), 4)}
     sg = conf.sglang
-    doc = envelope("CheckReport", {
+    doc = CHECK_REPORT.dump({
         "metadata": {"spectune": __version__, "schema": "docs/schema.md#checkreport"},
         "verdict": "fail" if failing else "pass",
         "exit_code": exit_code,

@@ -1,7 +1,7 @@
 """The ``CheckReport`` document: a serving configuration's speculation against the
 recommended settings (``spectune check``), defined once (:mod:`spectune.docspec`).
 
-``spectune/check.py`` builds it (key order and values as this definition states); the
+``spectune/check.py`` writes it through :data:`CHECK_REPORT` (key order, rounding); the
 published schema (``spectune schema CheckReport``) and the CheckSet that embeds it come from
 here. Fields: docs/schema.md#checkreport.
 """
