@@ -23,6 +23,7 @@ from spectune.version import __version__
 if TYPE_CHECKING:  # the real names, for type checkers; at run time they load on first use
     from spectune.acceptance import Acceptance
     from spectune.api import (
+        calibrate,
         check,
         cost,
         document,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # the real names, for type checkers; at run time they load on
         observe_url,
         recommend,
         speedup,
+        widthdepth,
     )
     from spectune.check import CheckResult
     from spectune.deployment import Deployment, Workload
@@ -49,14 +51,14 @@ if TYPE_CHECKING:  # the real names, for type checkers; at run time they load on
 __all__ = [
     "API_VERSION", "Acceptance", "CheckResult", "Deployment", "InputError", "Observation", "ObserveError",
     "PassCost", "PointSpeedup", "Recommendation", "Snippet", "SpectuneError", "Workload", "__version__",
-    "check", "cost", "document", "emit", "list_profiles", "load_observation", "load_profile",
-    "observe_log", "observe_url", "recommend", "speedup",
+    "calibrate", "check", "cost", "document", "emit", "list_profiles", "load_observation", "load_profile",
+    "observe_log", "observe_url", "recommend", "speedup", "widthdepth",
 ]
 
-FUNCTIONS = ("check", "cost", "document", "emit", "list_profiles", "load_observation", "load_profile",
-             "observe_log", "observe_url", "recommend", "speedup")
+FUNCTIONS = ("calibrate", "check", "cost", "document", "emit", "list_profiles", "load_observation",
+             "load_profile", "observe_log", "observe_url", "recommend", "speedup", "widthdepth")
 # API functions that share their name with a submodule (spectune/recommend.py, ...).
-NAMESAKES = ("check", "cost", "emit", "recommend", "speedup")
+NAMESAKES = ("calibrate", "check", "cost", "emit", "recommend", "speedup", "widthdepth")
 # name -> module that defines it
 _WHERE = {
     **dict.fromkeys(FUNCTIONS, "spectune.api"),

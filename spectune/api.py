@@ -60,18 +60,25 @@ def _observation(observation: Observation | str | Path | None) -> Observation | 
 
 def recommend(profile: Deployment | str | Path, *, observation: Observation | str | Path | None = None,
               alpha: float | None = None, batch_sizes: Sequence[int] = (),
-              context_lengths: Sequence[int] = (), gamma_max: int | None = None) -> Recommendation:
+              context_lengths: Sequence[int] = (), gamma_max: int | None = None,
+              calibration: str | Path | None = None) -> Recommendation:
     """gamma* and its predicted speedup at every (batch size, context length) of ``profile``.
 
     ``observation`` (an :class:`Observation` or an ``observe -o yaml`` file) replaces the
     acceptance and operating points with measured ones; ``alpha`` (i.i.d. acceptance),
     ``batch_sizes``, ``context_lengths`` and ``gamma_max`` override the profile, as the
-    same options of ``spectune recommend`` do. The notes (observation, extrapolation) are
-    in ``.notes``."""
+    same options of ``spectune recommend`` do; ``calibration`` (a ``calibrate -o yaml``
+    file) replaces the engine constants with the fitted ones. The notes (observation,
+    extrapolation) are in ``.notes``."""
     from spectune.overrides import prepare
     from spectune.recommend import recommend as run
 
-    prepared = prepare(_deployment(profile), observation=_observation(observation), alpha=alpha,
+    dep = _deployment(profile)
+    if calibration is not None:
+        from spectune.calibration import apply_calibration, load_calibration
+
+        dep = apply_calibration(dep, load_calibration(calibration))
+    prepared = prepare(dep, observation=_observation(observation), alpha=alpha,
                        batch_sizes=batch_sizes, context_lengths=context_lengths, gamma_max=gamma_max)
     rec = run(prepared.deployment)
     return replace(rec, notes=prepared.notes + rec.notes) if prepared.notes else rec
@@ -107,6 +114,59 @@ def speedup(profile: Deployment | str | Path | None = None, *, gamma: int, batch
                             engine=engine)
     dep = speedup_deployment(target, batch, context, drafter=drafter, draft_cost=draft_cost, alpha=alpha)
     return point_speedup(dep, batch, context, gamma)
+
+
+def widthdepth(profile: Deployment | str | Path, *, positions: int, batch: int | None = None,
+               alpha: float | None = None, context: int = 0, coactivation: float | None = None,
+               with_drafter: bool = False, with_engine: bool = False) -> Document:
+    """Seed 003's question (``spectune widthdepth``): ``positions`` per step spent as width
+    (that many sequences) or as depth (``batch`` sequences, default positions / 2, each
+    verifying positions / batch); kind ``WidthDepth``. ``alpha``: i.i.d. acceptance instead
+    of the profile's; ``coactivation`` overrides the MoE routing's F; the drafter and the
+    engine's overheads are priced only when asked (the seed takes them as free)."""
+    from spectune.acceptance import Acceptance
+    from spectune.documents import widthdepth_doc
+    from spectune.errors import InputError
+    from spectune.pricing import with_coactivation
+    from spectune.widthdepth import width_vs_depth
+
+    dep = _deployment(profile)
+    b = batch or max(1, positions // 2)
+    if positions % b:
+        raise InputError(f"--positions {positions} must be a multiple of --batch {b}")
+    model = with_coactivation(dep.model, coactivation)
+    acc = Acceptance.iid(alpha, "--alpha") if alpha is not None else dep.acceptance
+    eng = dep.engine if with_engine else None
+    drafter = dep.drafter if with_drafter else None
+    wd = width_vs_depth(model, dep.gpu, dep.parallelism, eng, acc, positions, b, context, drafter)
+    par = dep.parallelism
+    inputs = {"gpu": dep.gpu.name, "model": model.name,
+              "routing": model.routing.describe() if model.is_moe else "none (dense model)",
+              "acceptance": acc.source, "engine": eng.name if eng else None,
+              "drafter": drafter.name if drafter else None,
+              "parallelism": {"tp": par.tp, "ep": par.ep, "dp": par.dp}, "achieved": True}
+    return widthdepth_doc(wd, inputs)
+
+
+def calibrate(profile: Deployment | str | Path,
+              observations: Sequence[Observation | str | Path]) -> Document:
+    """Fit ``profile``'s engine constants to the step times of observed windows of its own
+    server (``spectune calibrate``): ``observe -o yaml`` files or Observations, speculation
+    off and on, at one or more concurrencies. Returns the Calibration document (its
+    ``notes`` say what the windows could not separate); pass its file to
+    ``recommend(..., calibration=FILE)``. Too few or unusable windows: InputError."""
+    from spectune.calibrate import CalibrationError
+    from spectune.calibration import calibrate_observations
+    from spectune.errors import InputError
+    from spectune.observe.faults import ObserveUsageError
+
+    names = [str(o) if isinstance(o, (str, Path)) else f"observation[{i}]"
+             for i, o in enumerate(observations)]
+    try:
+        obs = [load_observation(o) if isinstance(o, (str, Path)) else o for o in observations]
+        return calibrate_observations(_deployment(profile), obs, names)
+    except (CalibrationError, ObserveUsageError) as err:
+        raise InputError(str(err)) from None
 
 
 def observe_url(url: str, *, window: float = 60.0, **options: Any) -> Observation:

@@ -539,27 +539,10 @@ def widthdepth(profile: str, positions: int, batch: int | None, alpha: float | N
     the two move the same experts; co-activation of consecutive positions (the profile's
     `routing: {coactivation: F}`) makes depth cheaper.
     """
-    from spectune.acceptance import Acceptance
-    from spectune.documents import widthdepth_doc
-    from spectune.pricing import with_coactivation
-    from spectune.profiles import load_deployment
-    from spectune.widthdepth import width_vs_depth
+    from spectune.api import widthdepth as run
 
-    dep = load_deployment(profile)
-    b = batch or max(1, positions // 2)
-    if positions % b:
-        raise InputError(f"--positions {positions} must be a multiple of --batch {b}")
-    model = with_coactivation(dep.model, coactivation)
-    acc = Acceptance.iid(alpha, "--alpha") if alpha is not None else dep.acceptance
-    eng = dep.engine if with_engine else None
-    drafter = dep.drafter if with_drafter else None
-    wd = width_vs_depth(model, dep.gpu, dep.parallelism, eng, acc, positions, b, context, drafter)
-    par = dep.parallelism
-    inputs = {"gpu": dep.gpu.name, "model": model.name, "routing": model.routing.describe(),
-              "acceptance": acc.source, "engine": eng.name if eng else None,
-              "drafter": drafter.name if drafter else None,
-              "parallelism": {"tp": par.tp, "ep": par.ep, "dp": par.dp}, "achieved": True}
-    emit(widthdepth_doc(wd, inputs), fmt)
+    emit(run(profile, positions=positions, batch=batch, alpha=alpha, context=context,
+             coactivation=coactivation, with_drafter=with_drafter, with_engine=with_engine), fmt)
 
 
 # --------------------------------------------------------------------------- speedup
@@ -870,18 +853,9 @@ def calibrate_command(observations: tuple[str, ...], profile: str, fmt: str) -> 
       spectune calibrate OBS_OFF.yaml OBS_ON.yaml --profile PROFILE.yaml -o yaml > calib.yaml
       spectune recommend PROFILE.yaml --calibration calib.yaml
     """
-    from spectune.calibrate import CalibrationError
-    from spectune.calibration import calibrate_observations
-    from spectune.observe.faults import ObserveUsageError
-    from spectune.observe.observation import load_observation
-    from spectune.profiles import load_deployment
+    from spectune.api import calibrate as run
 
-    dep = load_deployment(profile)
-    try:
-        obs = [load_observation(o) for o in observations]
-        doc = calibrate_observations(dep, obs, list(observations))
-    except (CalibrationError, ObserveUsageError) as err:
-        raise InputError(str(err)) from None
+    doc = run(profile, list(observations))
     for n in doc["notes"]:
         click.echo(f"spectune: note: {n}", err=True)
     emit(doc, fmt)

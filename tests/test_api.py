@@ -139,6 +139,29 @@ def test_check_matches_the_cli() -> None:
         assert spectune.document(result) == json.loads(res.stdout)
 
 
+def test_widthdepth_and_calibrate_match_the_cli(tmp_path: Path) -> None:
+    """The two commands whose work used to sit in the CLI are library calls now."""
+    from test_calibrate import _observation_files, _profile
+
+    wd = spectune.widthdepth("qwen3.6-35b-a3b-b200-mtp", positions=22, batch=11, alpha=0.9)
+    assert wd["kind"] == "WidthDepth" and wd["positions"] == 22
+    assert wd == _json(["widthdepth", "qwen3.6-35b-a3b-b200-mtp", "--positions", "22", "--batch", "11",
+                        "--alpha", "0.9", "-o", "json"])
+    with pytest.raises(InputError, match="multiple of --batch"):
+        spectune.widthdepth("qwen3.6-35b-a3b-b200-mtp", positions=22, batch=4)
+    files, prof = _observation_files(tmp_path), _profile(tmp_path)
+    doc = spectune.calibrate(prof, files)
+    assert doc["kind"] == "Calibration"
+    assert doc == _json(["calibrate", *files, "--profile", str(prof), "-o", "json"])
+    calib = tmp_path / "calib.json"
+    calib.write_text(json.dumps(doc))
+    rec = spectune.recommend(prof, calibration=calib)
+    cli_rec = _json(["recommend", str(prof), "--calibration", str(calib), "-o", "json"])
+    assert spectune.document(rec)["points"] == cli_rec["points"]
+    with pytest.raises(InputError, match="at least 2 windows"):
+        spectune.calibrate(prof, files[:1])
+
+
 def test_list_profiles_and_errors() -> None:
     doc = spectune.list_profiles("examples")
     assert doc["kind"] == "ProfileList" and doc["apiVersion"] == spectune.API_VERSION
