@@ -433,6 +433,18 @@ def all_of_keys(keys: tuple[str, ...], unless: str, why: str) -> Rule:
     return Rule({"anyOf": [{"required": [unless]}, {"required": list(keys)}]}, check)
 
 
+def only_if(keys: tuple[str, ...], when: Schema, holds: Callable[[Mapping[str, Any]], bool],
+            why: str) -> Rule:
+    """Each of ``keys`` only in an object matching ``when`` (its JSON Schema; ``holds`` is
+    the same test for the loader); ``why`` says so, at the first such key given."""
+
+    def check(v: Mapping[str, Any]) -> tuple[str, str] | None:
+        given = [k for k in keys if k in v]
+        return (given[0], why) if given and not holds(v) else None
+
+    return Rule({"allOf": [{"if": {"required": [k]}, "then": when} for k in keys]}, check)
+
+
 def not_together(a: str, b: str) -> Rule:
     def check(v: Mapping[str, Any]) -> tuple[str, str] | None:
         return (b, f"give either {a!r} or {b!r}, not both") if a in v and b in v else None

@@ -34,6 +34,7 @@ from spectune.docspec import (
     needs,
     not_together,
     one_of_keys,
+    only_if,
 )
 from spectune.hardware import DTYPE_BYTES, Kernels
 from spectune.hf_config import DTYPE_KEYS
@@ -60,6 +61,7 @@ KERNEL_KEYS = tuple(f.name + ("_us" if f.name.endswith(("_call", "_expert")) els
                     for f in fields(Kernels) if f.name != "source")
 PEAK_KEYS = ("bf16", "fp16", "fp8", "fp4", "int8", "fp6", "bf16_fp16acc")
 MODEL_DRAFTERS = ("draft_model", "eagle", "eagle3", "mtp")
+DRAFT_MODEL = ("hf_config", "config", "model")  # what gives a drafter its model
 
 
 def _num(lo_hi: tuple[float, float], description: str) -> Number:
@@ -188,8 +190,17 @@ DRAFTER = Obj((
 ), "a drafter", rules=(
     needs("kind", "cost_ratio", ("cost_ratio",), "a cost_ratio drafter needs 'cost_ratio' "
                                                  "(draft token cost / step cost)"),
-    *(needs("kind", k, ("hf_config", "config", "model"), f"a {k} drafter needs 'hf_config', "
-                                                         "'config' or 'model'") for k in MODEL_DRAFTERS),
+    *(needs("kind", k, DRAFT_MODEL, f"a {k} drafter needs 'hf_config', 'config' or 'model'")
+      for k in MODEL_DRAFTERS),
+    only_if(("prompt_lookup_min", "prompt_lookup_max"),
+            {"required": ["kind"], "properties": {"kind": {"const": "ngram"}}},
+            lambda v: v.get("kind") == "ngram", "prompt_lookup_min/max belong to an ngram drafter"),
+    only_if(("topk", "num_draft_tokens"), {"anyOf": [{"required": [k]} for k in DRAFT_MODEL]},
+            lambda v: any(k in v for k in DRAFT_MODEL),
+            "topk / num_draft_tokens describe a draft tree of a model drafter (eagle, eagle3, mtp)"),
+    only_if(("num_draft_tokens",), {"required": ["topk"], "properties": {"topk": {"minimum": 2}}},
+            lambda v: v.get("topk", 1) > 1, "num_draft_tokens needs topk > 1 (a chain verifies gamma + 1 "
+                                            "tokens)"),
 ))
 
 RATES = List(Number(minimum=0.0, maximum=1.0), min_items=1, max_items=MAX_POSITIONS)
@@ -246,5 +257,9 @@ PROFILE = Kind("Profile", "spectune recommend|emit|cost|check PROFILE",
                    _opt("calibration", Text("path to a Calibration document (spectune calibrate)")),
                )), written_by_user=True)
 
-#: The built-in profile kinds' specs, by folder under ``profiles/``.
+
+
+#: The built-in profiles' specs, by folder under ``profiles/``. Not kinds of their own: a
+#: drafter's ``kind`` key (eagle3, ngram, ...) would collide with a document's ``kind``; an
+#: editor validates a built-in file with the mapping branch of the profile's key for it.
 BUILTIN: dict[str, Obj] = {"gpus": GPU, "models": MODEL, "drafters": DRAFTER, "engines": ENGINE}

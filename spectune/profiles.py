@@ -309,30 +309,20 @@ def drafter_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], default_
     cost_ratio = float(v["cost_ratio"]) if kind == "cost_ratio" else 0.0
     if kind == "eagle" and model is not None:
         model = eagle_head(model)
-    lo, hi, topk, n_draft = _drafting(doc, path, v, kind, model is not None)
+    lo, hi, topk, n_draft = _drafting(doc, path, v)
     return Drafter(kind, name, model, cost_ratio, str(v.get("path") or ""), lo, hi, topk, n_draft)
 
 
-def _drafting(doc: Doc, path: KeyPath, v: Mapping[str, Any], kind: str,
-              has_model: bool) -> tuple[int, int, int, int]:
+def _drafting(doc: Doc, path: KeyPath, v: Mapping[str, Any]) -> tuple[int, int, int, int]:
     """How the engine drafts: n-gram sizes (prompt_lookup_min, _max; one given sets both, as
-    vLLM does) and a draft tree (topk, num_draft_tokens) of a model drafter."""
-    lookup = {k: v[k] for k in ("prompt_lookup_min", "prompt_lookup_max") if k in v}
-    if lookup and kind != "ngram":
-        raise doc.error((*path, next(iter(lookup))), "prompt_lookup_min/max belong to an ngram drafter")
-    lo = lookup.get("prompt_lookup_min", lookup.get("prompt_lookup_max", 0))
-    hi = lookup.get("prompt_lookup_max", lo)
+    vLLM does) and a draft tree (topk, num_draft_tokens) of a model drafter. Which drafter
+    may give which is the definition's (profile_spec.DRAFTER's rules)."""
+    lo = v.get("prompt_lookup_min", v.get("prompt_lookup_max", 0))
+    hi = v.get("prompt_lookup_max", lo)
     if lo > hi:
         raise doc.error((*path, "prompt_lookup_min"),
                         f"prompt_lookup_min = {lo} must be <= prompt_lookup_max = {hi}")
-    tree = {k: v[k] for k in ("topk", "num_draft_tokens") if k in v}
-    if tree and not has_model:
-        raise doc.error((*path, next(iter(tree))), "topk / num_draft_tokens describe a draft tree "
-                                                   "of a model drafter (eagle, eagle3, mtp)")
-    if "num_draft_tokens" in tree and tree.get("topk", 1) == 1:
-        raise doc.error((*path, "num_draft_tokens"), "num_draft_tokens needs topk > 1 (a chain "
-                                                     "verifies gamma + 1 tokens)")
-    return lo, hi, tree.get("topk", 1), tree.get("num_draft_tokens", 0)
+    return lo, hi, v.get("topk", 1), v.get("num_draft_tokens", 0)
 
 
 def load_drafter(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Drafter:

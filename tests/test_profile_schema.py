@@ -115,6 +115,8 @@ EDITS: list[tuple[str, dict[str, Any], str, str, str]] = [
      "acceptance", "exactly one of alpha", "acceptance:"),
     ("mean_length without drafts", {"acceptance": {"mean_length": 2.0}}, "acceptance.drafts", "missing",
      "acceptance:"),
+    ("a key another key rules out", {"drafter": {"kind": "ngram", "topk": 2}}, "drafter.topk",
+     "draft tree of a model drafter", "topk:"),
     ("wrong choice", {"model": {"hf_config": {}, "dtypes": {"weights": "fp7"}}}, "model.dtypes.weights",
      "expected one of", "weights:"),
 ]
