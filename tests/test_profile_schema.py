@@ -158,3 +158,12 @@ def test_profile_may_name_its_kind() -> None:
     assert not schema_errors(yaml.safe_load("apiVersion: spectune/v1\nkind: Profile\n" + text))
     with pytest.raises(InputError, match=r"p\.yaml:1: kind: expected 'Profile', got 'Observation'"):
         deployment_from_doc(parse_yaml("kind: Observation\n" + text, "p.yaml"))
+
+
+@pytest.mark.parametrize("args", [["--gpu", "h100-sxm", "--model", "llama-3.1-8b"],
+                                  ["--gpu", "b200", "--model", "deepseek-v3", "--drafter", "mtp-deepseek-v3",
+                                   "--tp", "8", "--batch", "4", "--context", "4096"]])
+def test_init_writes_a_profile_the_schema_accepts(args: list[str]) -> None:
+    res = CliRunner().invoke(cli, ["init", *args])
+    assert res.exit_code == 0, res.output
+    assert not schema_errors(yaml.safe_load(res.stdout))
