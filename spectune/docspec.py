@@ -569,6 +569,8 @@ _JSON_TYPES = {"string": (str,), "number": (int, float), "integer": (int, float)
 
 def _takes(spec: Spec, v: Any) -> bool:
     """Whether ``v`` has the JSON type ``spec`` describes (Either's choice of option)."""
+    if isinstance(spec, Named):
+        return _takes(spec.spec, v)
     if isinstance(spec, (Choice, Const)):
         values = spec.values if isinstance(spec, Choice) else (spec.value,)
         return any(type(x) is type(v) or (isinstance(x, (int, float)) and isinstance(v, (int, float))
@@ -604,6 +606,47 @@ class Either(Spec):
         return v
 
 
+@record
+class Named(Spec):
+    """``spec`` published once under ``$defs/name`` of its kind's schema and referred to
+    from each place it is used (a built-in profile's mapping: one definition an editor can
+    validate a built-in file with)."""
+
+    name: str
+    spec: Spec
+
+    def schema(self) -> Schema:
+        return {"$ref": f"#/$defs/{self.name}"}
+
+    def load(self, v: Any, path: str, r: Reader) -> Any:
+        return self.spec.load(v, path, r)
+
+    def dump(self, v: Any) -> Any:
+        return self.spec.dump(v)
+
+
+def _parts(spec: Any) -> list[Spec]:
+    """The specs directly inside ``spec`` (its fields', items', options')."""
+    out: list[Spec] = []
+    for v in spec.__dict__.values():
+        for x in v if isinstance(v, tuple) else (v,):
+            if isinstance(x, Field):
+                x = x.spec
+            if isinstance(x, Spec):
+                out.append(x)
+    return out
+
+
+def named_defs(spec: Spec, out: dict[str, Schema] | None = None) -> dict[str, Schema]:
+    """``$defs`` of every :class:`Named` spec inside ``spec``, by name."""
+    out = {} if out is None else out
+    for part in _parts(spec):
+        if isinstance(part, Named) and part.name not in out:
+            out[part.name] = part.spec.schema()
+        named_defs(part, out)
+    return out
+
+
 # --------------------------------------------------------------------------- kinds
 @record
 class Kind:
@@ -633,9 +676,11 @@ class Kind:
         body = self.obj.schema()
         how = "" if self.written_by_user else " -o yaml|json"
         body["description"] = f"{self.command}{how}: {self.description}"
+        defs = named_defs(self.body)
         return {"$schema": DIALECT, "$id": f"urn:spectune:schema:v1:{self.name}", "title": self.name,
                 **{k: body[k] for k in ("type", "description", "properties", "required",
-                                        "additionalProperties", "allOf") if k in body}}
+                                        "additionalProperties", "allOf") if k in body},
+                **({"$defs": defs} if defs else {})}
 
     def load(self, doc: Any, r: Reader) -> Any:
         """Validate ``doc`` and build it; the envelope is checked first, so another kind of

@@ -25,6 +25,7 @@ from spectune.docspec import (
     Field,
     Kind,
     List,
+    Named,
     Nullable,
     Number,
     Obj,
@@ -78,9 +79,14 @@ def _text(name: str, description: str = "") -> Field:
 
 
 def _ref_or(kind: str, extra: str, obj: Obj) -> Either:
-    """A built-in profile's name (or alias) or the same mapping inline."""
-    return Either((Text(f"a built-in {kind} name or alias (spectune profiles list {kind}s){extra}"), obj),
-                  f"a built-in {kind} name or a mapping", obj.description)
+    """A built-in profile's name (or alias) or the same mapping inline, published once as
+    ``$defs/<Kind>`` (what a built-in file under ``profiles/<kind>s/`` holds)."""
+    return Either((Text(f"a built-in {kind} name or alias (spectune profiles list {kind}s){extra}"),
+                   Named(DEFS[kind], obj)), f"a built-in {kind} name or a mapping", obj.description)
+
+
+#: ``$defs`` name of each built-in profile's mapping in the Profile schema.
+DEFS = {"gpu": "Gpu", "model": "Model", "drafter": "Drafter", "engine": "Engine"}
 
 
 NAME = _text("name", "display name")
@@ -167,7 +173,7 @@ MODEL = Obj((
     rules=(one_of_keys(MODEL_SOURCE, "'hf_config' (inline config.json fields) or 'config' (path "
                                      "to a config.json)", exactly=False),))
 MODEL_REF = Either((Text("a built-in model name or alias (spectune profiles list models), or a path "
-                         "to a config.json"), MODEL),
+                         "to a config.json"), Named(DEFS["model"], MODEL)),
                    "a built-in model name, a config.json path or a mapping", MODEL.description)
 
 
@@ -259,7 +265,7 @@ PROFILE = Kind("Profile", "spectune recommend|emit|cost|check PROFILE",
 
 
 
-#: The built-in profiles' specs, by folder under ``profiles/``. Not kinds of their own: a
-#: drafter's ``kind`` key (eagle3, ngram, ...) would collide with a document's ``kind``; an
-#: editor validates a built-in file with the mapping branch of the profile's key for it.
+#: The built-in profiles' specs, by folder under ``profiles/``. Not kinds of their own (a
+#: drafter's ``kind`` key, eagle3, ngram, ..., would collide with a document's ``kind``):
+#: the Profile schema publishes each as ``$defs/Gpu``, ``Model``, ``Drafter``, ``Engine``.
 BUILTIN: dict[str, Obj] = {"gpus": GPU, "models": MODEL, "drafters": DRAFTER, "engines": ENGINE}

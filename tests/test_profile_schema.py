@@ -36,16 +36,14 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = [*sorted((ROOT / "examples").glob("*.yaml")), ROOT / "examples" / "ci" / "profile.yaml"]
 SCHEMA = SCHEMAS["Profile"]
 VALIDATOR = Draft202012Validator(SCHEMA)
-#: The mapping branch of each built-in kind's key in the profile schema (a built-in file
-#: holds exactly what a profile may give inline instead of its name).
-BRANCH = {"gpus": "gpu", "models": "model", "drafters": "drafter", "engines": "engine"}
+#: The ``$defs`` entry of the profile schema each built-in kind's files are validated with
+#: (a built-in file holds exactly what a profile may give inline instead of its name).
+DEFS = {"gpus": "Gpu", "models": "Model", "drafters": "Drafter", "engines": "Engine"}
 LOADERS = {"gpus": load_gpu, "models": load_model, "drafters": load_drafter, "engines": load_engine}
 
 
 def builtin_schema(kind: str) -> dict[str, Any]:
-    options = SCHEMA["properties"][BRANCH[kind]]["anyOf"]
-    obj = next(o for o in options if o.get("type") == "object")
-    return {"$schema": SCHEMA["$schema"], **obj}
+    return {"$schema": SCHEMA["$schema"], "$defs": SCHEMA["$defs"], "$ref": f"#/$defs/{DEFS[kind]}"}
 
 
 def schema_errors(doc: Any, validator: Draft202012Validator = VALIDATOR) -> list[str]:
@@ -60,9 +58,10 @@ def test_profile_schema_is_published_and_listed() -> None:
     assert out.exit_code == 0 and json.loads(out.stdout) == SCHEMA
     assert SCHEMA["additionalProperties"] is False
     assert set(SCHEMA["required"]) == {"gpu", "model", "drafter", "workload"}
-    gpu = builtin_schema("gpus")
+    gpu = SCHEMA["$defs"]["Gpu"]
     assert gpu["additionalProperties"] is False
     assert "TB/s" in gpu["properties"]["hbm_bandwidth_tbps"]["description"]
+    assert {"$ref": "#/$defs/Gpu"} in SCHEMA["properties"]["gpu"]["anyOf"]
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -81,6 +80,7 @@ def test_every_builtin_validates_and_loads(kind: str) -> None:
     for name in names:
         doc = yaml.safe_load((profiles_dir() / kind / f"{name}.yaml").read_text(encoding="utf-8"))
         assert not schema_errors(doc, validator), (kind, name, schema_errors(doc, validator)[:3])
+        assert schema_errors({**doc, "bogus_key": 1}, validator)  # closed: the check can fail
         assert LOADERS[kind](name) is not None
 
 
