@@ -1,9 +1,12 @@
 """Loading deployment profiles and built-in GPU / model / drafter / engine profiles.
 
-Every error names the file, the line, the key path and what was expected; unknown keys
-are refused with the closest known key suggested. Built-ins live in ``profiles/``
-(installed inside the package as ``spectune/_profiles``); a user refers to them by file
-name or alias.
+A document is first validated against its one definition in :mod:`spectune.profile_spec`
+(the same one ``spectune schema Profile`` publishes): unknown keys with the closest known
+one suggested, types, bounds, required and conditional keys. What is left here is meaning:
+built-in names, reading a config.json, unit conversion, parallelism and the acceptance
+forms. Every error names the file, the line, the key path and what was expected. Built-ins
+live in ``profiles/`` (installed inside the package as ``spectune/_profiles``); a user
+refers to them by file name or alias.
 """
 
 from __future__ import annotations
