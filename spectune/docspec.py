@@ -493,7 +493,7 @@ class Obj(Spec):
         for f in self.fields:
             if f.name not in v:
                 if f.required:
-                    raise r.fail(_at(path, f.name), "missing")
+                    raise r.fail(_at(path, f.name), "missing (a required key)")
                 continue
             value = v[f.name]
             loaded = f.spec.load(value, _at(path, f.name), r)
