@@ -868,7 +868,8 @@ def schema_command(kind: str | None) -> None:
     """Print the JSON Schema (draft 2020-12) of a document KIND; without KIND, list kinds.
 
     Every -o yaml|json output is a versioned envelope (apiVersion: spectune/v1, kind: ...)
-    documented field by field in `spectune docs schema`.
+    documented field by field in `spectune docs schema`. `spectune schema Profile` is the
+    deployment profile you write: validate one in your editor or CI before spectune reads it.
     """
     import json
 

@@ -4,7 +4,9 @@ serialisation all come from the same tree of specs.
 A kind is a :class:`Kind` (name, the command that prints it, a closed :class:`Obj` body);
 its parts are :class:`Number`, :class:`Text`, :class:`Flag`, :class:`Choice`,
 :class:`Const`, :class:`List`, :class:`Tuple`, :class:`Obj`, :class:`Map`, :class:`AnyObject`,
-:class:`OneOf` and :class:`Nullable`. From it:
+:class:`OneOf`, :class:`Either` (told apart by JSON type: a built-in name or a mapping) and
+:class:`Nullable`; an :class:`Obj` may carry :class:`Rule` s (keys required together or
+exclusively, or by the value of another key). From it:
 
 * :meth:`Kind.schema` -- the JSON Schema (draft 2020-12): closed objects, the bounds the
   loader enforces, descriptions with units;
@@ -149,8 +151,8 @@ class Spec:
 @record
 class Number(Spec):
     """A finite number of magnitude at most 2**53 within [``minimum``, ``maximum``];
-    ``integer``: whole (loaded as int). Written rounded to ``digits`` significant digits,
-    or to ``decimals`` decimals (whole values as integers), or as given."""
+    ``integer``: whole (loaded as int); ``positive``: above 0. Written rounded to ``digits``
+    significant digits, or to ``decimals`` decimals (whole values as integers), or as given."""
 
     integer: bool = False
     minimum: float | None = None
@@ -158,10 +160,13 @@ class Number(Spec):
     digits: int | None = None
     decimals: int | None = None
     description: str = ""
+    positive: bool = False
 
     def schema(self) -> Schema:
         out: Schema = {"type": "integer" if self.integer else "number"}
         out["minimum"] = -MAX_NUMBER if self.minimum is None else self.minimum
+        if self.positive:
+            out["exclusiveMinimum"] = 0
         out["maximum"] = MAX_NUMBER if self.maximum is None else self.maximum
         if self.description:
             out["description"] = self.description
@@ -169,17 +174,19 @@ class Number(Spec):
 
     def load(self, v: Any, path: str, r: Reader) -> int | float:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise r.fail(path, f"expected a number, got {describe(v)}")
+            raise r.fail(path, f"expected a {'whole ' if self.integer else ''}number, got {describe(v)}")
         x = float(v) if abs(v) <= MAX_NUMBER else math.inf  # a huge int would overflow float()
         if not math.isfinite(x) or abs(x) > MAX_NUMBER:
-            raise r.fail(path, f"expected a finite number of magnitude at most 2**53, got {v!r}")
+            raise r.fail(path, f"expected a finite number of magnitude at most 2**53, got {describe(v)}")
         if self.minimum is not None and x < self.minimum:
-            raise r.fail(path, f"expected a number >= {_bound(self.minimum)}, got {v!r}")
+            raise r.fail(path, f"expected a number >= {_bound(self.minimum)}, got {describe(v)}")
+        if self.positive and x <= 0:
+            raise r.fail(path, f"expected a number > 0, got {describe(v)}")
         if self.maximum is not None and x > self.maximum:
-            raise r.fail(path, f"expected a number <= {_bound(self.maximum)}, got {v!r}")
+            raise r.fail(path, f"expected a number <= {_bound(self.maximum)}, got {describe(v)}")
         if self.integer:
             if not x.is_integer():
-                raise r.fail(path, f"expected a whole number, got {v!r}")
+                raise r.fail(path, f"expected a whole number, got {describe(v)}")
             return int(x)
         return x
 
@@ -228,7 +235,13 @@ class Choice(Spec):
 
     def load(self, v: Any, path: str, r: Reader) -> Any:
         if isinstance(v, bool) or v not in self.values:
-            raise r.fail(path, f"expected one of {', '.join(map(str, self.values))}, got {describe(v)}")
+            hint = ""
+            if isinstance(v, str):
+                import difflib
+
+                close = difflib.get_close_matches(v, [str(x) for x in self.values], n=1, cutoff=0.5)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise r.fail(path, f"expected one of {', '.join(map(str, self.values))}, got {describe(v)}{hint}")
         return v
 
 
@@ -369,6 +382,77 @@ class Field:
 
 
 @record
+class Rule:
+    """A condition on an object's keys beyond each key's own spec: ``schema`` is its JSON
+    Schema (one entry of the object's ``allOf``), ``check`` the same condition for the loader,
+    given the mapping: None, or the key (empty: the object itself) and what is wrong."""
+
+    schema: Schema
+    check: Callable[[Mapping[str, Any]], tuple[str, str] | None]
+
+
+def one_of_keys(keys: tuple[str, ...], what: str, exactly: bool = True) -> Rule:
+    """Exactly one (or, without ``exactly``, at least one) of ``keys``; ``what`` explains them."""
+
+    def check(v: Mapping[str, Any]) -> tuple[str, str] | None:
+        given = [k for k in keys if k in v]
+        if not given or (exactly and len(given) > 1):
+            return "", f"expected {'exactly' if exactly else 'at least'} one of {what}; got {given or 'none'}"
+        return None
+
+    options = [{"required": [k]} for k in keys]
+    return Rule({"oneOf" if exactly else "anyOf": options}, check)
+
+
+def needs(key: str, value: Any, then: tuple[str, ...], why: str) -> Rule:
+    """When ``key`` is given and is ``value`` (any value when ``value`` is None), at least one
+    of ``then`` is required; ``why`` says so."""
+
+    def check(v: Mapping[str, Any]) -> tuple[str, str] | None:
+        if key in v and (value is None or v[key] == value) and not any(k in v for k in then):
+            return (then[0] if len(then) == 1 else ""), f"missing: {why}"
+        return None
+
+    cond: Schema = {"required": [key]}
+    if value is not None:
+        cond["properties"] = {key: {"const": value}}
+    need: Schema = {"anyOf": [{"required": [k]} for k in then]}
+    return Rule({"if": cond, "then": need}, check)
+
+
+def all_of_keys(keys: tuple[str, ...], unless: str, why: str) -> Rule:
+    """Every one of ``keys`` is required unless ``unless`` is given."""
+
+    def check(v: Mapping[str, Any]) -> tuple[str, str] | None:
+        if unless not in v:
+            for k in keys:
+                if k not in v:
+                    return k, f"missing ({why})"
+        return None
+
+    return Rule({"anyOf": [{"required": [unless]}, {"required": list(keys)}]}, check)
+
+
+def only_if(keys: tuple[str, ...], when: Schema, holds: Callable[[Mapping[str, Any]], bool],
+            why: str) -> Rule:
+    """Each of ``keys`` only in an object matching ``when`` (its JSON Schema; ``holds`` is
+    the same test for the loader); ``why`` says so, at the first such key given."""
+
+    def check(v: Mapping[str, Any]) -> tuple[str, str] | None:
+        given = [k for k in keys if k in v]
+        return (given[0], why) if given and not holds(v) else None
+
+    return Rule({"allOf": [{"if": {"required": [k]}, "then": when} for k in keys]}, check)
+
+
+def not_together(a: str, b: str) -> Rule:
+    def check(v: Mapping[str, Any]) -> tuple[str, str] | None:
+        return (b, f"give either {a!r} or {b!r}, not both") if a in v and b in v else None
+
+    return Rule({"not": {"required": [a, b]}}, check)
+
+
+@record
 class Obj(Spec):
     """A closed mapping of ``fields`` (in document order). ``build`` makes the loaded object
     from keyword arguments named by attribute (a dict without it); ``parts`` gives an
@@ -378,6 +462,7 @@ class Obj(Spec):
     description: str = ""
     build: Callable[..., Any] | None = None
     parts: Callable[[Any], Mapping[str, Any]] | None = None
+    rules: tuple[Rule, ...] = ()
 
     def schema(self) -> Schema:
         out: Schema = {"type": "object"}
@@ -386,6 +471,8 @@ class Obj(Spec):
         out["properties"] = {f.name: f.spec.schema() for f in self.fields}
         out["required"] = [f.name for f in self.fields if f.required]
         out["additionalProperties"] = False
+        if self.rules:
+            out["allOf"] = [r.schema for r in self.rules]
         return out
 
     def names(self) -> list[str]:
@@ -406,7 +493,7 @@ class Obj(Spec):
         for f in self.fields:
             if f.name not in v:
                 if f.required:
-                    raise r.fail(_at(path, f.name), "missing")
+                    raise r.fail(_at(path, f.name), "missing (a required key)")
                 continue
             value = v[f.name]
             loaded = f.spec.load(value, _at(path, f.name), r)
@@ -414,6 +501,10 @@ class Obj(Spec):
                 out[f.name] = loaded
             elif not isinstance(f.spec, Const):
                 out[f.attr or f.name] = loaded
+        for rule in self.rules:
+            problem = rule.check(v)
+            if problem is not None:
+                raise r.fail((_at(path, problem[0]) if problem[0] else path) or "(top)", problem[1])
         return out if self.build is None else self.build(**out)
 
     def dump(self, v: Any) -> dict[str, Any]:
@@ -472,6 +563,90 @@ class OneOf(Spec):
         return o.dump(v)
 
 
+_JSON_TYPES = {"string": (str,), "number": (int, float), "integer": (int, float), "object": (dict,),
+               "array": (list,), "boolean": (bool,)}
+
+
+def _takes(spec: Spec, v: Any) -> bool:
+    """Whether ``v`` has the JSON type ``spec`` describes (Either's choice of option)."""
+    if isinstance(spec, Named):
+        return _takes(spec.spec, v)
+    if isinstance(spec, (Choice, Const)):
+        values = spec.values if isinstance(spec, Choice) else (spec.value,)
+        return any(type(x) is type(v) or (isinstance(x, (int, float)) and isinstance(v, (int, float))
+                                           and not isinstance(v, bool)) for x in values)
+    kind = spec.schema().get("type")
+    if isinstance(v, bool):
+        return kind == "boolean"
+    return isinstance(v, _JSON_TYPES.get(str(kind), ()))
+
+
+@record
+class Either(Spec):
+    """One of ``options`` of different JSON types (a built-in name or a mapping; a number or
+    a list), picked by the value's type; ``expected`` names them for messages."""
+
+    options: tuple[Spec, ...]
+    expected: str
+    description: str = ""
+
+    def schema(self) -> Schema:
+        out: Schema = {"anyOf": [o.schema() for o in self.options]}
+        if self.description:
+            out["description"] = self.description
+        return out
+
+    def load(self, v: Any, path: str, r: Reader) -> Any:
+        for o in self.options:
+            if _takes(o, v):
+                return o.load(v, path, r)
+        raise r.fail(path or "(top)", f"expected {self.expected}, got {describe(v)}")
+
+    def dump(self, v: Any) -> Any:
+        return v
+
+
+@record
+class Named(Spec):
+    """``spec`` published once under ``$defs/name`` of its kind's schema and referred to
+    from each place it is used (a built-in profile's mapping: one definition an editor can
+    validate a built-in file with)."""
+
+    name: str
+    spec: Spec
+
+    def schema(self) -> Schema:
+        return {"$ref": f"#/$defs/{self.name}"}
+
+    def load(self, v: Any, path: str, r: Reader) -> Any:
+        return self.spec.load(v, path, r)
+
+    def dump(self, v: Any) -> Any:
+        return self.spec.dump(v)
+
+
+def _parts(spec: Any) -> list[Spec]:
+    """The specs directly inside ``spec`` (its fields', items', options')."""
+    out: list[Spec] = []
+    for v in spec.__dict__.values():
+        for x in v if isinstance(v, tuple) else (v,):
+            if isinstance(x, Field):
+                x = x.spec
+            if isinstance(x, Spec):
+                out.append(x)
+    return out
+
+
+def named_defs(spec: Spec, out: dict[str, Schema] | None = None) -> dict[str, Schema]:
+    """``$defs`` of every :class:`Named` spec inside ``spec``, by name."""
+    out = {} if out is None else out
+    for part in _parts(spec):
+        if isinstance(part, Named) and part.name not in out:
+            out[part.name] = part.spec.schema()
+        named_defs(part, out)
+    return out
+
+
 # --------------------------------------------------------------------------- kinds
 @record
 class Kind:
@@ -484,21 +659,28 @@ class Kind:
     body: Obj
     version: int | None = None
     make: str = ""
+    written_by_user: bool = False
 
     @property
     def obj(self) -> Obj:
         hint = f" (make one with `{self.make}`)" if self.make else ""
-        head = [Field("apiVersion", Const(API_VERSION)), Field("kind", Const(self.name, hint))]
+        # A document a user writes (a profile) may, not must, name its apiVersion and kind.
+        need = not self.written_by_user
+        head = [Field("apiVersion", Const(API_VERSION), need), Field("kind", Const(self.name, hint), need)]
         if self.version is not None:
             head.append(Field("schema", Const(self.version)))
-        return Obj((*head, *self.body.fields), build=self.body.build, parts=self.body.parts)
+        return Obj((*head, *self.body.fields), build=self.body.build, parts=self.body.parts,
+                   rules=self.body.rules)
 
     def schema(self) -> Schema:
         body = self.obj.schema()
-        body["description"] = f"{self.command} -o yaml|json: {self.description}"
+        how = "" if self.written_by_user else " -o yaml|json"
+        body["description"] = f"{self.command}{how}: {self.description}"
+        defs = named_defs(self.body)
         return {"$schema": DIALECT, "$id": f"urn:spectune:schema:v1:{self.name}", "title": self.name,
                 **{k: body[k] for k in ("type", "description", "properties", "required",
-                                        "additionalProperties")}}
+                                        "additionalProperties", "allOf") if k in body},
+                **({"$defs": defs} if defs else {})}
 
     def load(self, doc: Any, r: Reader) -> Any:
         """Validate ``doc`` and build it; the envelope is checked first, so another kind of
@@ -508,6 +690,8 @@ class Kind:
             raise r.fail("(top)", f"expected a mapping (a {self.name} document{make}), got {describe(doc)}")
         obj = self.obj
         for f in obj.fields[: 3 if self.version is not None else 2]:
+            if self.written_by_user and f.name not in doc:
+                continue
             if f.name == "schema" and doc.get("schema") != self.version:
                 raise r.fail("schema", f"this spectune reads {self.name} schema {self.version}, "
                                        f"got {doc.get('schema')!r}")

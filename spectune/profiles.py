@@ -1,9 +1,12 @@
 """Loading deployment profiles and built-in GPU / model / drafter / engine profiles.
 
-Every error names the file, the line, the key path and what was expected; unknown keys
-are refused with the closest known key suggested. Built-ins live in ``profiles/``
-(installed inside the package as ``spectune/_profiles``); a user refers to them by file
-name or alias.
+A document is first validated against its one definition in :mod:`spectune.profile_spec`
+(the same one ``spectune schema Profile`` publishes): unknown keys with the closest known
+one suggested, types, bounds, required and conditional keys. What is left here is meaning:
+built-in names, reading a config.json, unit conversion, parallelism and the acceptance
+forms. Every error names the file, the line, the key path and what was expected. Built-ins
+live in ``profiles/`` (installed inside the package as ``spectune/_profiles``); a user
+refers to them by file name or alias.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import difflib
 import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,36 +28,14 @@ from spectune.deployment import (
     parallelism_problem,
     workload_problem,
 )
+from spectune.docspec import Kind, Reader, Spec, key_lines
 from spectune.errors import InputError
-from spectune.hardware import DTYPE_BYTES, GPU, Kernels
-from spectune.hf_config import DTYPE_KEYS, eagle_head, model_from_hf_config
-from spectune.inputs import (
-    input_file_problem,
-    json_document,
-    number_problem,
-    read_input,
-    short,
-    yaml_document,
-)
-from spectune.limits import (
-    BANDWIDTH_TBPS,
-    COST_RATIO,
-    DEFAULT_GAMMA_MAX,
-    DEFAULT_TIE_TOLERANCE,
-    FRACTION,
-    LINK_GBPS,
-    LINK_LATENCY_US,
-    MAX_BATCH,
-    MAX_CONTEXT,
-    MAX_GAMMA,
-    MAX_GPUS,
-    MAX_POSITIONS,
-    MAX_TIE_TOLERANCE,
-    MEMORY_GB,
-    OVERHEAD_US,
-    PEAK_TFLOPS,
-)
-from spectune.model import DRAFTER_KINDS, UNIFORM, Drafter, Model, MoE, Routing
+from spectune.hardware import GPU, Kernels
+from spectune.hf_config import eagle_head, model_from_hf_config
+from spectune.inputs import input_file_problem, json_document, read_input, yaml_document
+from spectune.limits import DEFAULT_GAMMA_MAX, DEFAULT_TIE_TOLERANCE
+from spectune.model import UNIFORM, Drafter, Model, MoE, Routing
+from spectune.profile_spec import ACCEPTANCE_FORMS, BUILTIN, KERNEL_KEYS, PROFILE
 
 KINDS = ("gpus", "models", "drafters", "engines")
 KeyPath = tuple[str, ...]
@@ -70,48 +51,43 @@ def profiles_dir() -> Path:
 
 
 # --------------------------------------------------------------------------- YAML + lines
+def dotted(path: KeyPath) -> str:
+    """A key path as messages write it: ``a.b[0].c``."""
+    out = ""
+    for p in path:
+        out += f"[{p}]" if p.isdigit() else (f".{p}" if out else p)
+    return out
+
+
 @dataclass
 class Doc:
-    """Parsed YAML plus the line of every key path, for error messages."""
+    """Parsed YAML plus the line of every key path (``a.b[0].c``), for error messages."""
 
     data: Any
     file: str
-    lines: dict[KeyPath, int] = field(default_factory=dict)
+    lines: dict[str, int] = field(default_factory=dict)
 
-    def line(self, path: KeyPath) -> int | None:
-        while path:
-            if path in self.lines:
-                return self.lines[path]
-            path = path[:-1]
-        return self.lines.get((), None)
+    @property
+    def reader(self) -> Reader:
+        return Reader(self.file, self.lines)
 
     def error(self, path: KeyPath, message: str) -> InputError:
-        return InputError(message, self.file, self.line(path), ".".join(path) or None)
+        err = self.reader.fail(dotted(path), message)
+        assert isinstance(err, InputError)
+        return err
 
-
-def _walk(node: Any, path: KeyPath, lines: dict[KeyPath, int]) -> None:
-    import yaml
-
-    lines[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = (*path, str(key_node.value))
-            lines[key] = key_node.start_mark.line + 1
-            _walk(value_node, key, lines)
-            lines[key] = key_node.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for i, v in enumerate(node.value):
-            _walk(v, (*path, str(i)), lines)
+    def valid(self, spec: Spec | Kind) -> Any:
+        """The document validated against ``spec`` (:mod:`spectune.profile_spec`)."""
+        if isinstance(spec, Kind):
+            return spec.load(self.data, self.reader)
+        return spec.load(self.data, "", self.reader)
 
 
 def parse_yaml(text: str, file: str) -> Doc:
     """Parse YAML text (bounded and checked by :mod:`spectune.inputs`), keeping the line of
     each key. Every problem becomes InputError."""
     data, node = yaml_document(text, file)
-    lines: dict[KeyPath, int] = {}
-    if node is not None:
-        _walk(node, (), lines)
-    return Doc(data, file, lines)
+    return Doc(data, file, key_lines(node))
 
 
 def read_text(path: str | Path) -> str:
@@ -122,52 +98,6 @@ def read_text(path: str | Path) -> str:
 
 def read_doc(path: Path) -> Doc:
     return parse_yaml(read_text(path), str(path))
-
-
-# --------------------------------------------------------------------------- validation
-def _check_keys(doc: Doc, path: KeyPath, value: Any, allowed: tuple[str, ...],
-                required: tuple[str, ...] = ()) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise doc.error(path, f"expected a mapping with keys {', '.join(allowed)}, "
-                              f"got {type(value).__name__}")
-    for key in value:
-        if key not in allowed:
-            key = str(key)
-            close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(allowed)}"
-            raise doc.error((*path, key), f"unknown key {short(key)}{hint}")
-    for key in required:
-        if key not in value:
-            raise doc.error(path, f"missing required key {key!r}")
-    return value
-
-
-def _number(doc: Doc, path: KeyPath, value: Any, *, positive: bool = True, integer: bool = False,
-            lo: float | None = None, hi: float | None = None,
-            bounds: tuple[float, float] | None = None) -> float:
-    """A finite number (whole with ``integer``; > 0 with ``positive``; in [lo, hi] or
-    ``bounds``, a (lo, hi) pair from :mod:`spectune.limits`)."""
-    if bounds is not None:
-        lo, hi = bounds
-    problem = number_problem(value, integer=integer, positive=positive, lo=lo, hi=hi)
-    if problem:
-        raise doc.error(path, problem)
-    return float(value)
-
-
-def _int_list(doc: Doc, path: KeyPath, value: Any, hi: float) -> tuple[int, ...]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = [value]
-    if not isinstance(value, list) or not value:
-        raise doc.error(path, f"expected a non-empty list of whole numbers, got {short(value)}")
-    return tuple(int(_number(doc, (*path, str(i)), v, integer=True, lo=1, hi=hi))
-                 for i, v in enumerate(value))
-
-
-def _str(doc: Doc, path: KeyPath, value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise doc.error(path, f"expected a non-empty string, got {short(value)}")
-    return value
 
 
 # --------------------------------------------------------------------------- built-ins
@@ -219,84 +149,50 @@ def builtin_aliases(kind: str, name: str) -> list[str]:
     return sorted(k for k, v in index.items() if v == f) if f is not None else []
 
 
-GPU_KEYS = ("name", "aliases", "memory_gb", "memory_bytes", "hbm_bandwidth_tbps", "peak_tflops",
-            "link_bandwidth_gbps", "link_latency_us", "achievable", "confidence", "notes",
-            "kernels")
-#: ``kernels:`` keys of a GPU profile (spectune.hardware.Kernels); ``*_us`` are microseconds.
-KERNEL_KEYS = tuple(f.name + ("_us" if f.name.endswith(("_call", "_expert")) else "")
-                    for f in fields(Kernels) if f.name != "source")
+def _read_builtin(kind: str, name: str, doc: Doc | None, path: KeyPath) -> tuple[Path, Doc, Any]:
+    """A built-in profile's file, its parsed document and its content validated against
+    its definition (:data:`spectune.profile_spec.BUILTIN`)."""
+    f = builtin_path(kind, name, doc, path)
+    d = read_doc(f)
+    return f, d, d.valid(BUILTIN[kind])
 
 
-def _kernels(doc: Doc, path: KeyPath, value: Any) -> Kernels:
-    v = _check_keys(doc, path, value, (*KERNEL_KEYS, "source"), KERNEL_KEYS)
-    vals: dict[str, Any] = {}
-    for k in KERNEL_KEYS:
-        frac = k.endswith("_fraction")
-        x = _number(doc, (*path, k), v[k], positive=frac, lo=None if frac else 0.0,
-                    hi=1.0 if frac else None)
-        vals[k.removesuffix("_us")] = x * 1e-6 if k.endswith("_us") else x
-    return Kernels(**vals, source=str(v.get("source", "")))
+# Every ``*_from_mapping`` below takes a mapping already validated against its definition in
+# spectune.profile_spec (keys, types, bounds, conditional keys): only meaning is left here.
+def _kernels(v: Mapping[str, Any]) -> Kernels:
+    return Kernels(**{k.removesuffix("_us"): v[k] * 1e-6 if k.endswith("_us") else v[k] for k in KERNEL_KEYS},
+                   source=str(v.get("source") or ""))
 
 
-def gpu_from_mapping(doc: Doc, path: KeyPath, value: Any, key: str = "custom") -> GPU:
-    v = _check_keys(doc, path, value, GPU_KEYS,
-                    ("memory_gb", "hbm_bandwidth_tbps", "peak_tflops", "link_bandwidth_gbps"))
-    peaks = _check_keys(doc, (*path, "peak_tflops"), v["peak_tflops"],
-                        ("bf16", "fp16", "fp8", "fp4", "int8", "fp6", "bf16_fp16acc"))
-    flops = {k: _number(doc, (*path, "peak_tflops", k), x, bounds=PEAK_TFLOPS) * 1e12
-             for k, x in peaks.items() if x is not None}
-    if "bf16" not in flops:
-        raise doc.error((*path, "peak_tflops"), "expected at least a bf16 peak")
-    ach = _check_keys(doc, (*path, "achievable"), v.get("achievable") or {},
-                      ("bandwidth_fraction", "flops_fraction"))
-    fr = {k: _number(doc, (*path, "achievable", k), x, bounds=FRACTION) for k, x in ach.items()}
+def gpu_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], key: str = "custom") -> GPU:
+    fr = v.get("achievable") or {}
     return GPU(
         key=key,
         name=str(v.get("name") or key),
         # memory_bytes: the exact capacity where known (NVIDIA's "80 GB" is 80 GiB), else GB.
-        memory_bytes=(_number(doc, (*path, "memory_bytes"), v["memory_bytes"],
-                              bounds=(MEMORY_GB[0] * 1e9, MEMORY_GB[1] * 1e9))
-                      if "memory_bytes" in v
-                      else _number(doc, (*path, "memory_gb"), v["memory_gb"], bounds=MEMORY_GB) * 1e9),
-        hbm_bandwidth=_number(doc, (*path, "hbm_bandwidth_tbps"), v["hbm_bandwidth_tbps"],
-                              bounds=BANDWIDTH_TBPS) * 1e12,
-        peak_flops=flops,
-        link_bandwidth=_number(doc, (*path, "link_bandwidth_gbps"), v["link_bandwidth_gbps"],
-                               bounds=LINK_GBPS) * 1e9,
-        link_latency=_number(doc, (*path, "link_latency_us"), v.get("link_latency_us", 0.0),
-                             positive=False, bounds=LINK_LATENCY_US) * 1e-6,
+        memory_bytes=v["memory_bytes"] if "memory_bytes" in v else v["memory_gb"] * 1e9,
+        hbm_bandwidth=v["hbm_bandwidth_tbps"] * 1e12,
+        peak_flops={k: x * 1e12 for k, x in v["peak_tflops"].items()},
+        link_bandwidth=v["link_bandwidth_gbps"] * 1e9,
+        link_latency=v.get("link_latency_us", 0.0) * 1e-6,
         bandwidth_fraction=fr.get("bandwidth_fraction", 1.0),
         flops_fraction=fr.get("flops_fraction", 1.0),
-        notes=(str(v["notes"]),) if v.get("notes") else (),
-        kernels=_kernels(doc, (*path, "kernels"), v["kernels"]) if v.get("kernels") else None,
+        notes=(v["notes"],) if v.get("notes") else (),
+        kernels=_kernels(v["kernels"]) if v.get("kernels") else None,
     )
 
 
 def load_gpu(name: str, doc: Doc | None = None, path: KeyPath = ()) -> GPU:
-    f = builtin_path("gpus", name, doc, path)
-    return gpu_from_mapping(read_doc(f), (), read_doc(f).data, key=f.stem)
+    f, d, v = _read_builtin("gpus", name, doc, path)
+    return gpu_from_mapping(d, (), v, key=f.stem)
 
 
-ENGINE_KEYS = ("name", "aliases", "version", "pass_overhead_us", "layer_overhead_us",
-               "draft_pass_overhead_us", "verify_token_cost_us", "spec_cycle_overhead_us",
-               "spec_step_overhead_us", "draft_pass_overhead_by_kind_us", "prefill_token_cost_us",
-               "spec_sequence_cost_us", "sequence_cost_us", "base")
-
-
-def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None = None) -> Engine:
-    v = _check_keys(doc, path, value, ENGINE_KEYS)
-    if base is None:
-        for k in ("pass_overhead_us", "layer_overhead_us", "draft_pass_overhead_us",
-                  "verify_token_cost_us"):
-            if k not in v:
-                raise doc.error(path, f"missing required key {k!r}")
-
+def engine_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], base: Engine | None = None) -> Engine:
     def us(k: str, default: float) -> float:
-        if k not in v:
-            return default
-        return _number(doc, (*path, k), v[k], positive=False, bounds=OVERHEAD_US) * 1e-6
+        return float(v[k]) * 1e-6 if k in v else default
 
     b = base or Engine("", 0.0, 0.0, 0.0, 0.0)
+    by_kind = v.get("draft_pass_overhead_by_kind_us")
     return Engine(
         name=str(v.get("name") or b.name),
         pass_overhead=us("pass_overhead_us", b.pass_overhead),
@@ -310,27 +206,15 @@ def engine_from_mapping(doc: Doc, path: KeyPath, value: Any, base: Engine | None
         sequence_cost=us("sequence_cost_us", b.sequence_cost),
         version=str(v.get("version") or b.version),
         source=doc.file,
-        draft_pass_overhead_by_kind=_by_kind(doc, (*path, "draft_pass_overhead_by_kind_us"),
-                                             v.get("draft_pass_overhead_by_kind_us"))
-        if "draft_pass_overhead_by_kind_us" in v else b.draft_pass_overhead_by_kind,
+        draft_pass_overhead_by_kind=(tuple((k, x * 1e-6) for k, x in by_kind.items())
+                                     if by_kind is not None else b.draft_pass_overhead_by_kind),
         prefill_token_cost=us("prefill_token_cost_us", b.prefill_token_cost),
     )
 
 
-def _by_kind(doc: Doc, path: KeyPath, value: Any) -> tuple[tuple[str, float], ...]:
-    """``{drafter kind: microseconds}`` -> ``((kind, seconds), ...)``."""
-    v = _check_keys(doc, path, value or {}, DRAFTER_KINDS)
-    return tuple((k, _number(doc, (*path, k), x, positive=False) * 1e-6) for k, x in v.items())
-
-
 def load_engine(name: str, doc: Doc | None = None, path: KeyPath = ()) -> Engine:
-    f = builtin_path("engines", name, doc, path)
-    d = read_doc(f)
-    return engine_from_mapping(d, (), d.data)
-
-
-MODEL_KEYS = ("name", "aliases", "dtypes", "hf_config", "config", "routing")
-ROUTING_KEYS = ("coactivation", "decay", "loads", "source")
+    _, d, v = _read_builtin("engines", name, doc, path)
+    return engine_from_mapping(d, (), v)
 
 
 def routing_from_value(doc: Doc, path: KeyPath, value: Any, model: Model) -> Routing:
@@ -338,42 +222,26 @@ def routing_from_value(doc: Doc, path: KeyPath, value: Any, model: Model) -> Rou
     decay: RATE | loads: [...] | [[...] per layer], source: ...}`` (seed 003)."""
     if value == "uniform":
         return UNIFORM
-    if not isinstance(value, dict):
-        raise doc.error(path, f"expected 'uniform' or a mapping with keys {', '.join(ROUTING_KEYS)}, "
-                              f"got {value!r}")
-    v = _check_keys(doc, path, value, ROUTING_KEYS)
-    f = _number(doc, (*path, "coactivation"), v.get("coactivation", 0.0), positive=False, lo=0.0, hi=1.0)
-    decay = _number(doc, (*path, "decay"), v.get("decay", 0.0), positive=False, lo=0.0, hi=1000.0)
+    v = value
     loads: tuple[tuple[float, ...], ...] = ()
     if "loads" in v:
-        if "decay" in v:
-            raise doc.error((*path, "loads"), "give either 'decay' or 'loads', not both")
         raw = v["loads"]
-        rows = raw if isinstance(raw, list) and raw and isinstance(raw[0], list) else [raw]
+        nested = isinstance(raw[0], tuple)
+        rows = raw if nested else (raw,)
         n_exp = {g.ffn.n_experts for g in model.layers if isinstance(g.ffn, MoE)}
-        if not isinstance(raw, list) or not raw:
-            raise doc.error((*path, "loads"), "expected a list of per-expert loads (or one list per layer)")
         parsed = []
         for i, row in enumerate(rows):
-            rp = (*path, "loads", str(i)) if len(rows) > 1 else (*path, "loads")
-            if not isinstance(row, list) or (n_exp and len(row) not in n_exp):
+            rp = (*path, "loads", str(i)) if nested else (*path, "loads")
+            if (not isinstance(row, tuple) or any(isinstance(x, tuple) for x in row)
+                    or (n_exp and len(row) not in n_exp)):
                 raise doc.error(rp, f"expected a list of {', '.join(map(str, sorted(n_exp))) or 'E'} "
                                     "per-expert loads (tokens or shares)")
-            vals = tuple(_number(doc, (*rp, str(j)), x, positive=False, lo=0.0) for j, x in enumerate(row))
-            if sum(vals) <= 0:
+            if sum(row) <= 0:
                 raise doc.error(rp, "expected loads that sum to more than 0")
-            parsed.append(vals)
+            parsed.append(tuple(float(x) for x in row))
         loads = tuple(parsed)
-    src = str(v.get("source") or "")
-    return Routing(f, decay, loads, src)
-
-
-def _dtypes(doc: Doc, path: KeyPath, value: Any) -> dict[str, str]:
-    v = _check_keys(doc, path, value or {}, DTYPE_KEYS)
-    for k, x in v.items():
-        if x not in DTYPE_BYTES:
-            raise doc.error((*path, k), f"expected a dtype ({', '.join(DTYPE_BYTES)}), got {x!r}")
-    return dict(v)
+    return Routing(float(v.get("coactivation", 0.0)), float(v.get("decay", 0.0)), loads,
+                   str(v.get("source") or ""))
 
 
 def _read_config_json(doc: Doc, path: KeyPath, ref: str) -> dict[str, Any]:
@@ -394,23 +262,12 @@ def _read_config_json(doc: Doc, path: KeyPath, ref: str) -> dict[str, Any]:
     return data
 
 
-def model_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str = "") -> Model:
-    v = _check_keys(doc, path, value, MODEL_KEYS)
-    if "hf_config" in v:
-        cfg = v["hf_config"]
-        if not isinstance(cfg, dict):
-            raise doc.error((*path, "hf_config"), "expected a mapping of config.json fields")
-        cfg_path: KeyPath = (*path, "hf_config")
-    elif "config" in v:
-        cfg = _read_config_json(doc, (*path, "config"), _str(doc, (*path, "config"), v["config"]))
-        cfg_path = (*path, "config")
-    else:
-        raise doc.error(path, "expected 'hf_config' (inline config.json fields) or 'config' "
-                              "(path to a config.json)")
-    dtypes = _dtypes(doc, (*path, "dtypes"), v.get("dtypes"))
+def model_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], default_name: str = "") -> Model:
+    cfg_path: KeyPath = (*path, "hf_config" if "hf_config" in v else "config")
+    cfg = v["hf_config"] if "hf_config" in v else _read_config_json(doc, cfg_path, v["config"])
     try:
-        model = _warned(model_from_hf_config(cfg, str(v.get("name") or default_name), dtypes,
-                                             doc.file))
+        model = _warned(model_from_hf_config(cfg, str(v.get("name") or default_name),
+                                             dict(v.get("dtypes") or {}), doc.file))
     except (ValueError, TypeError, KeyError, ZeroDivisionError, OverflowError) as exc:
         raise doc.error(cfg_path, str(exc)) from None
     if "routing" in v:
@@ -437,24 +294,12 @@ def load_model(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Model:
             return _warned(model_from_hf_config(cfg, Path(ref).parent.name or ref, None, ref))
         except (ValueError, TypeError, KeyError, ZeroDivisionError, OverflowError) as exc:
             raise InputError(str(exc), ref) from None
-    f = builtin_path("models", ref, doc, path)
-    d = read_doc(f)
-    return model_from_mapping(d, (), d.data, f.stem)
+    f, d, v = _read_builtin("models", ref, doc, path)
+    return model_from_mapping(d, (), v, f.stem)
 
 
-DRAFTER_KEYS = ("name", "aliases", "kind", "target", "path", "dtypes", "hf_config", "config",
-                "model", "cost_ratio", "prompt_lookup_min", "prompt_lookup_max", "topk",
-                "num_draft_tokens")
-
-
-def drafter_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str = "") -> Drafter:
-    v = _check_keys(doc, path, value, DRAFTER_KEYS, ("kind",))
+def drafter_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], default_name: str = "") -> Drafter:
     kind = v["kind"]
-    if kind not in DRAFTER_KINDS:
-        close = difflib.get_close_matches(str(kind), DRAFTER_KINDS, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise doc.error((*path, "kind"), f"expected one of {', '.join(DRAFTER_KINDS)}, "
-                                         f"got {kind!r}{hint}")
     name = str(v.get("name") or default_name or kind)
     model = None
     if "hf_config" in v or "config" in v:
@@ -464,107 +309,70 @@ def drafter_from_mapping(doc: Doc, path: KeyPath, value: Any, default_name: str 
         m = v["model"]
         model = (load_model(m, doc, (*path, "model")) if isinstance(m, str)
                  else model_from_mapping(doc, (*path, "model"), m, name))
-    cost_ratio = 0.0
-    if kind == "cost_ratio":
-        if "cost_ratio" not in v:
-            raise doc.error(path, "a cost_ratio drafter needs 'cost_ratio' (draft token cost / step cost)")
-        cost_ratio = _number(doc, (*path, "cost_ratio"), v["cost_ratio"], positive=False, bounds=COST_RATIO)
-    if kind in ("draft_model", "eagle", "eagle3", "mtp") and model is None:
-        raise doc.error(path, f"a {kind} drafter needs 'hf_config', 'config' or 'model'")
+    cost_ratio = float(v["cost_ratio"]) if kind == "cost_ratio" else 0.0
     if kind == "eagle" and model is not None:
         model = eagle_head(model)
-    lo, hi, topk, n_draft = _drafting(doc, path, v, kind, model is not None)
+    lo, hi, topk, n_draft = _drafting(doc, path, v)
     return Drafter(kind, name, model, cost_ratio, str(v.get("path") or ""), lo, hi, topk, n_draft)
 
 
-def _drafting(doc: Doc, path: KeyPath, v: dict[str, Any], kind: str,
-              has_model: bool) -> tuple[int, int, int, int]:
+def _drafting(doc: Doc, path: KeyPath, v: Mapping[str, Any]) -> tuple[int, int, int, int]:
     """How the engine drafts: n-gram sizes (prompt_lookup_min, _max; one given sets both, as
-    vLLM does) and a draft tree (topk, num_draft_tokens) of a model drafter."""
-    lookup = {k: int(_number(doc, (*path, k), v[k], integer=True, lo=1, hi=64))
-              for k in ("prompt_lookup_min", "prompt_lookup_max") if k in v}
-    if lookup and kind != "ngram":
-        raise doc.error((*path, next(iter(lookup))), "prompt_lookup_min/max belong to an ngram drafter")
-    lo = lookup.get("prompt_lookup_min", lookup.get("prompt_lookup_max", 0))
-    hi = lookup.get("prompt_lookup_max", lo)
+    vLLM does) and a draft tree (topk, num_draft_tokens) of a model drafter. Which drafter
+    may give which is the definition's (profile_spec.DRAFTER's rules)."""
+    lo = v.get("prompt_lookup_min", v.get("prompt_lookup_max", 0))
+    hi = v.get("prompt_lookup_max", lo)
     if lo > hi:
         raise doc.error((*path, "prompt_lookup_min"),
                         f"prompt_lookup_min = {lo} must be <= prompt_lookup_max = {hi}")
-    tree = {k: int(_number(doc, (*path, k), v[k], integer=True, lo=lo_, hi=hi_))
-            for k, lo_, hi_ in (("topk", 1, 16), ("num_draft_tokens", 2, 1024)) if k in v}
-    if tree and not has_model:
-        raise doc.error((*path, next(iter(tree))), "topk / num_draft_tokens describe a draft tree "
-                                                   "of a model drafter (eagle, eagle3, mtp)")
-    if "num_draft_tokens" in tree and tree.get("topk", 1) == 1:
-        raise doc.error((*path, "num_draft_tokens"), "num_draft_tokens needs topk > 1 (a chain "
-                                                     "verifies gamma + 1 tokens)")
-    return lo, hi, tree.get("topk", 1), tree.get("num_draft_tokens", 0)
+    return lo, hi, v.get("topk", 1), v.get("num_draft_tokens", 0)
 
 
 def load_drafter(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Drafter:
     if ref == "none":
         return Drafter("ngram", "ngram")
-    f = builtin_path("drafters", ref, doc, path)
-    d = read_doc(f)
-    return drafter_from_mapping(d, (), d.data, f.stem)
+    f, d, v = _read_builtin("drafters", ref, doc, path)
+    return drafter_from_mapping(d, (), v, f.stem)
 
 
 # --------------------------------------------------------------------------- deployment
-DEPLOYMENT_KEYS = ("name", "description", "gpu", "model", "drafter", "parallelism", "engine",
-                   "workload", "acceptance", "gamma_max", "tie_tolerance", "achievable",
-                   "routing", "slo", "calibration")
-ACCEPTANCE_KEYS = ("alpha", "per_position", "marginal", "mean_length", "drafts", "source")
-
-
 def acceptance_from_mapping(doc: Doc, path: KeyPath, value: Any) -> Acceptance:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return Acceptance.iid(_number(doc, path, value, lo=0.0, hi=1.0), "stated alpha")
-    v = _check_keys(doc, path, value, ACCEPTANCE_KEYS)
-    given = [k for k in ("alpha", "per_position", "marginal", "mean_length") if k in v]
-    if len(given) != 1:
-        raise doc.error(path, "expected exactly one of alpha, per_position (conditional "
-                              "a_1..a_K), marginal (accepted at position i / drafts) or "
-                              f"mean_length (with drafts); got {given or 'none'}")
+    if not isinstance(value, Mapping):
+        return Acceptance.iid(float(value), "stated alpha")
+    v = value
+    kind = next(k for k in ACCEPTANCE_FORMS if k in v)  # exactly one: the definition's rule
     src = str(v.get("source") or "")
-    kind = given[0]
     if kind == "alpha":
-        return Acceptance.iid(_number(doc, (*path, "alpha"), v["alpha"], positive=False,
-                                      lo=0.0, hi=1.0), src or "stated alpha")
+        return Acceptance.iid(float(v["alpha"]), src or "stated alpha")
     if kind in ("per_position", "marginal"):
-        seq = v[kind]
-        if not isinstance(seq, list) or not seq:
-            raise doc.error((*path, kind), f"expected a non-empty list of rates in [0, 1], got {short(seq)}")
-        if len(seq) > MAX_POSITIONS:
-            raise doc.error((*path, kind), f"{len(seq)} positions; at most {MAX_POSITIONS}")
-        rates = [_number(doc, (*path, kind, str(i)), x, positive=False, lo=0.0, hi=1.0)
-                 for i, x in enumerate(seq)]
+        rates = [float(x) for x in v[kind]]
         if kind == "marginal":
             if any(b > a + 1e-9 for a, b in itertools.pairwise(rates)):
                 raise doc.error((*path, kind), "marginal acceptance must not increase with position")
             return Acceptance.from_marginal(rates, src or "stated per-position (marginal)")
         return Acceptance(tuple(rates), src or "stated per-position (conditional)")
-    if "drafts" not in v:
-        raise doc.error(path, "mean_length needs 'drafts': the number of draft tokens it was measured with")
-    k = int(_number(doc, (*path, "drafts"), v["drafts"], integer=True, lo=1, hi=MAX_GAMMA))
-    tau = _number(doc, (*path, "mean_length"), v["mean_length"], lo=1.0, hi=k + 1.0)
+    k = int(v["drafts"])
+    tau = float(v["mean_length"])
+    if tau > k + 1:
+        raise doc.error((*path, "mean_length"), f"expected a number <= drafts + 1 = {k + 1}, got {tau:g}")
     return Acceptance.from_mean_length(tau, k, src or "stated mean acceptance length")
 
 
 def _resolve(doc: Doc, path: KeyPath, value: Any, loader: Callable[..., Any],
              from_mapping: Callable[..., Any]) -> Any:
-    if isinstance(value, str):
-        return loader(value, doc, path)
-    if isinstance(value, dict):
-        return from_mapping(doc, path, value)
-    raise doc.error(path, f"expected a built-in name or a mapping, got {short(value)}")
+    """A built-in by name, or the (validated) mapping given inline."""
+    return loader(value, doc, path) if isinstance(value, str) else from_mapping(doc, path, value)
+
+
+def _sizes(value: int | tuple[int, ...]) -> tuple[int, ...]:
+    return value if isinstance(value, tuple) else (value,)
 
 
 def deployment_from_doc(doc: Doc) -> Deployment:
-    v = _check_keys(doc, (), doc.data, DEPLOYMENT_KEYS, ("gpu", "model", "drafter", "workload"))
+    v = doc.valid(PROFILE)
     gpu: GPU = _resolve(doc, ("gpu",), v["gpu"], load_gpu, gpu_from_mapping)
     if "achievable" in v:
-        ach = _check_keys(doc, ("achievable",), v["achievable"], ("bandwidth_fraction", "flops_fraction"))
-        fractions = {k: _number(doc, ("achievable", k), x, bounds=FRACTION) for k, x in ach.items()}
+        fractions = v["achievable"]
         # Overridden fractions replace the measured kernel efficiencies too (default_kernels).
         gpu = replace(gpu, bandwidth_fraction=fractions.get("bandwidth_fraction", gpu.bandwidth_fraction),
                       flops_fraction=fractions.get("flops_fraction", gpu.flops_fraction), kernels=None)
@@ -573,11 +381,8 @@ def deployment_from_doc(doc: Doc) -> Deployment:
         model = replace(model, routing=routing_from_value(doc, ("routing",), v["routing"], model))
     drafter: Drafter = _resolve(doc, ("drafter",), v["drafter"], load_drafter, drafter_from_mapping)
 
-    par_v = _check_keys(doc, ("parallelism",), v.get("parallelism") or {}, ("tp", "ep", "dp"))
-    nums = {k: int(_number(doc, ("parallelism", k), x, integer=True, lo=1, hi=MAX_GPUS))
-            for k, x in par_v.items()}
     try:
-        par = Parallelism(**nums)
+        par = Parallelism(**(v.get("parallelism") or {}))
     except ValueError as exc:
         raise doc.error(("parallelism",), str(exc)) from None
     problem = parallelism_problem(model, par)
@@ -585,8 +390,8 @@ def deployment_from_doc(doc: Doc) -> Deployment:
         raise doc.error(("parallelism", problem[:2]), problem)
 
     eng_v = v.get("engine", "vllm")
-    if isinstance(eng_v, dict) and "base" in eng_v:
-        base = load_engine(_str(doc, ("engine", "base"), eng_v["base"]), doc, ("engine", "base"))
+    if isinstance(eng_v, Mapping) and "base" in eng_v:
+        base = load_engine(eng_v["base"], doc, ("engine", "base"))
         engine = engine_from_mapping(doc, ("engine",), eng_v, base)
     else:
         engine = _resolve(doc, ("engine",), eng_v, load_engine, engine_from_mapping)
@@ -595,10 +400,8 @@ def deployment_from_doc(doc: Doc) -> Deployment:
                                       "vLLM (vLLM drafts chains only): set engine: sglang, or "
                                       "topk 1")
 
-    wl = _check_keys(doc, ("workload",), v["workload"], ("batch_sizes", "context_lengths"),
-                     ("batch_sizes", "context_lengths"))
-    batches = _int_list(doc, ("workload", "batch_sizes"), wl["batch_sizes"], MAX_BATCH)
-    contexts = _int_list(doc, ("workload", "context_lengths"), wl["context_lengths"], MAX_CONTEXT)
+    batches = _sizes(v["workload"]["batch_sizes"])
+    contexts = _sizes(v["workload"]["context_lengths"])
     problem = workload_problem(batches, contexts)
     if problem:
         raise doc.error(("workload",), problem)
@@ -607,21 +410,16 @@ def deployment_from_doc(doc: Doc) -> Deployment:
         raise doc.error((), "missing required key 'acceptance' (alpha, per_position, marginal "
                             "or mean_length), or pass --observed / --metrics-url")
     acceptance = acceptance_from_mapping(doc, ("acceptance",), v.get("acceptance", 0.5))
-    gamma_max = int(_number(doc, ("gamma_max",), v.get("gamma_max", DEFAULT_GAMMA_MAX), integer=True,
-                            lo=1, hi=MAX_GAMMA))
-    tol = _number(doc, ("tie_tolerance",), v.get("tie_tolerance", DEFAULT_TIE_TOLERANCE), positive=False,
-                  lo=0, hi=MAX_TIE_TOLERANCE)
+    gamma_max = int(v.get("gamma_max", DEFAULT_GAMMA_MAX))
+    tol = float(v.get("tie_tolerance", DEFAULT_TIE_TOLERANCE))
     name = str(v.get("name") or Path(doc.file).stem)
-    slo = None
-    if "slo" in v:
-        s = _check_keys(doc, ("slo",), v["slo"], ("tpot_ms",), ("tpot_ms",))
-        slo = _number(doc, ("slo", "tpot_ms"), s["tpot_ms"], hi=1e6) * 1e-3
+    slo = v["slo"]["tpot_ms"] * 1e-3 if "slo" in v else None
     dep = Deployment(name, gpu, model, drafter, par, engine, workload, acceptance, gamma_max, tol,
                      tpot_slo=slo)
     if "calibration" in v:
         from spectune.calibration import apply_calibration, load_calibration
 
-        ref = Path(_str(doc, ("calibration",), v["calibration"]))
+        ref = Path(v["calibration"])
         if not ref.is_absolute() and doc.file not in ("<inline>", "<stdin>"):
             ref = Path(doc.file).parent / ref
         if not ref.is_file():

@@ -8,6 +8,9 @@ lists the kinds, ``spectune schema KIND`` prints one schema; fields are describe
 units) in docs/schema.md. Every schema is closed (no unknown keys), and a document cannot
 be written with a key its definition does not describe.
 
+Profile (:mod:`spectune.profile_spec`) is the one input a user writes rather than spectune:
+its apiVersion and kind are optional.
+
 CheckReport is defined in :mod:`spectune.check_report` (``spectune/check.py`` builds the
 document; it is being split, and will write it through the definition once that lands).
 """
@@ -33,11 +36,12 @@ from spectune.fleet import FLEET_REPORT
 from spectune.gitops import CHECK_SET
 from spectune.observe.observation import OBSERVATION
 from spectune.observe.prometheus import FLEET
+from spectune.profile_spec import PROFILE
 
 Schema = dict[str, Any]
 
 KINDS: tuple[Kind, ...] = (RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT,
-                           OBSERVATION, WIDTH_DEPTH, FLEET, FLEET_REPORT, CHECK_SET, CALIBRATION)
+                           OBSERVATION, WIDTH_DEPTH, FLEET, FLEET_REPORT, CHECK_SET, CALIBRATION, PROFILE)
 SCHEMAS: dict[str, Schema] = {k.name: k.schema() for k in KINDS}
 
 

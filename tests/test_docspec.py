@@ -324,7 +324,7 @@ def test_public_loaders_name_file_line_and_key(tmp_path: Path, docs: dict[str, l
     bad = {**cal, "fit": {**cal["fit"], "windows": "six"}}
     text = render(bad, "yaml")
     data, lines = parse_document(text, "cal.yaml")
-    with pytest.raises(InputError, match=r"cal\.yaml:\d+: fit\.windows: expected a number, got 'six'"):
+    with pytest.raises(InputError, match=r"cal\.yaml:\d+: fit\.windows: expected a whole number, got 'six'"):
         calibration_from_dict(data, "cal.yaml", lines)
     found = re.search(r":(\d+):", _error(lambda: calibration_from_dict(data, "cal.yaml", lines)))
     assert found is not None

@@ -42,8 +42,8 @@ def test_mix_speedup_weights_the_table_and_gain_compares_two_settings() -> None:
     ("prometheus: x\ndeployments: []\n", "deployments"),
     ("prometheus: x\nwindow: 5x\ndeployments: [{match: {a: b}, profile: p}]\n", ":2: window"),
     ("prometheus: x\ndeployment: []\n", "unknown key 'deployment'"),
-    ("deployments:\n  - match: {deployment: chat}\n    profil: p\n", ":2: deployments.0"),
-    ("deployments:\n  - {match: chat, profile: p}\n", "deployments.0.match"),
+    ("deployments:\n  - match: {deployment: chat}\n    profil: p\n", ":2: deployments[0]"),
+    ("deployments:\n  - {match: chat, profile: p}\n", "deployments[0].match"),
 ])
 def test_fleet_file_errors_name_file_line_and_key(tmp_path: Path, text: str, words: str) -> None:
     f = tmp_path / "fleet.yaml"

@@ -78,7 +78,7 @@ def load_log_observation() -> Observation:
     (lambda d: d.update(schema=99), "schema: this spectune reads Observation schema 1"),
     (lambda d: d["speculation"].pop("basis"), "speculation.basis: missing"),
     (lambda d: d["acceptance"].update(conditional=[1.5]), "acceptance.conditional"),
-    (lambda d: d["window"].update(samples="many"), "window.samples: expected a number"),
+    (lambda d: d["window"].update(samples="many"), "window.samples: expected a whole number"),
 ])
 def test_load_errors_name_the_key(tmp_path: Path, mutate, says: str) -> None:  # type: ignore[no-untyped-def]
     doc = _fixture_observation().to_dict()

@@ -135,7 +135,7 @@ def test_profile_routing_block(tmp_path: Path) -> None:
     for bad, msg in ((3, "expected 'uniform'"), ({"coactivaton": 0.4}, "did you mean 'coactivation'"),
                      ({"coactivation": 1.5}, "coactivation"), ({"loads": [1.0] * 10}, "256 per-expert"),
                      ({"loads": [1.0] * 256, "decay": 1}, "not both"),
-                     ({"loads": [-1.0] + [1.0] * 255}, r"loads\.0: expected a number")):
+                     ({"loads": [-1.0] + [1.0] * 255}, r"loads\[0\]: expected a number >= 0")):
         with pytest.raises(InputError, match=msg):
             load_deployment(_write(tmp_path, routing=bad))
 
