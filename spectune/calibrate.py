@@ -29,8 +29,8 @@ cost per sequence from one per verified token: after the selection the per-token
 replaces the per-sequence one unless the BIC favours the latter by ``BIC_TIE``
 (:data:`SWAPS`). Then a constant whose standard error exceeds its value (for an engine term:
 or 1 % of the median step) is dropped, the worst first, and the rest refitted. Others keep
-the profile's value and are reported as not identifiable. Standard errors come from the linearised fit, cov(θ) = s² (JᵀJ)⁻¹ with
-s² = Σr² / (n − p), J = ∂r/∂θ (none when n = p).
+the profile's value and are reported as not identifiable. Standard errors come from the
+linearised fit, cov(θ) = s² (JᵀJ)⁻¹ with s² = Σr² / (n − p), J = ∂r/∂θ (none when n = p).
 """
 
 from __future__ import annotations
