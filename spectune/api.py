@@ -141,7 +141,7 @@ def widthdepth(profile: Deployment | str | Path, *, positions: int, batch: int |
     wd = width_vs_depth(model, dep.gpu, dep.parallelism, eng, acc, positions, b, context, drafter)
     par = dep.parallelism
     inputs = {"gpu": dep.gpu.name, "model": model.name,
-              "routing": model.routing.describe() if model.is_moe else "none (dense model)",
+              "routing": model.describe_routing(),
               "acceptance": acc.source, "engine": eng.name if eng else None,
               "drafter": drafter.name if drafter else None,
               "parallelism": {"tp": par.tp, "ep": par.ep, "dp": par.dp}, "achieved": True}

@@ -196,6 +196,10 @@ class Model:
     def is_moe(self) -> bool:
         return any(isinstance(g.ffn, MoE) for g in self.layers)
 
+    def describe_routing(self) -> str:
+        """One line for outputs: the routing model that priced the experts, or that there are none."""
+        return self.routing.describe() if self.is_moe else "none (dense model)"
+
     def total_params(self) -> int:
         """All weights (embedding, layers, head), for display and sanity checks."""
         n = 2 * self.vocab_size * self.hidden_size

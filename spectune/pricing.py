@@ -110,7 +110,7 @@ class PassCost:
         return {"gpu": t.gpu.name, "model": t.model.name, "batch": self.batch, "tokens": self.tokens,
                 "context": self.context, "parallelism": {"tp": par.tp, "ep": par.ep, "dp": par.dp},
                 "engine": t.engine.name if t.engine else None, "achieved": self.achieved,
-                "routing": t.model.routing.describe() if t.model.is_moe else "none (dense model)",
+                "routing": t.model.describe_routing(),
                 "parameters_total": total, "parameters_active": active,
                 "memory": memory_doc(self.memory)}
 
