@@ -8,10 +8,10 @@ the band that covered at least 80 % of those points,
 
     speedup_low = speedup * exp(-q90(r)),   speedup_high = speedup * exp(-q10(r)).
 
-On the 23 validation points of this release that is [0.87, 1.21] (rounded outward): spectune is
-pessimistic at small batch on DeepSeek-V3 + MTP on H200 (real early-2025 plain steps slower
-than the kernel-priced ones, so speculation gains more than predicted) and optimistic on the
-AMD MI300X serving benchmark at concurrency 64 (docs/validation.md). It is one band for
+On the 23 validation points of this release that is [0.87, 1.10] (rounded outward): spectune is
+optimistic on the AMD MI300X serving benchmark at concurrency 64 and on the EAGLE-1 batch
+ladder at batch 24-32, and pessimistic on the EAGLE-1 ladder at batch 2-4 (docs/validation.md).
+It is one band for
 every operating point: the validation set is too small to let the width depend on GPU,
 model or batch. Where the user
 calibrates on their own server the band no longer applies.
@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 #: Share of validation points the band covered.
 BAND_COVERAGE = 0.8
 #: (low, high) multipliers of the predicted speedup: exp(-q90), exp(-q10) of log(pred/meas).
-SPEEDUP_BAND = (0.87, 1.21)
+SPEEDUP_BAND = (0.87, 1.10)
 
 
 def speedup_band(speedup: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

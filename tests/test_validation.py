@@ -133,7 +133,7 @@ def _plain_rows() -> list[dict]:
 
 
 def test_plain_decode_fit_rows_are_reproduced_and_never_validation_sources(points: list[Point]) -> None:
-    """The ROCm stack terms (profiles/engines/sglang-rocm.yaml) come from plain-decode serving
+    """The stack terms of sglang-rocm and sglang-h200-2025-03 come from plain-decode serving
     measurements, not from any speedup: each fit row's TPOT within 10 %, and no plain-decode
     source is a source of a validation row."""
     from spectune.validation import plain_tpot
@@ -145,17 +145,19 @@ def test_plain_decode_fit_rows_are_reproduced_and_never_validation_sources(point
     assert not {r["source"] for r in rows} & val_sources
 
 
-def test_shipped_rocm_engine_terms_are_the_fit() -> None:
-    """profiles/engines/sglang-rocm.yaml holds what scripts/fit_engine_serving.py fits."""
+@pytest.mark.parametrize("engine", ["sglang-rocm", "sglang-h200-2025-03"])
+def test_shipped_stack_engine_terms_are_the_fit(engine: str) -> None:
+    """profiles/engines/{sglang-rocm,sglang-h200-2025-03}.yaml hold what
+    scripts/fit_engine_serving.py fits to their plain-decode rows."""
     pytest.importorskip("scipy")
     import subprocess
     import sys
 
     from spectune.profiles import load_engine
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "fit_engine_serving.py"), "sglang-rocm"],
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "fit_engine_serving.py"), engine],
                          capture_output=True, text=True, check=True).stdout
     fitted = yaml.safe_load(out)
-    e = load_engine("sglang-rocm")
+    e = load_engine(engine)
     assert e.layer_overhead * 1e6 == pytest.approx(fitted["layer_overhead_us"], rel=0.01)
     assert e.prefill_token_cost * 1e6 == pytest.approx(fitted["prefill_token_cost_us"], rel=0.01)
 
