@@ -117,3 +117,21 @@ def test_log_line_variants() -> None:
     obs = aggregate([rec], "x")
     assert obs.acceptance.conditional == (0.0, 0.0, 0.0)
     assert any("full length" in n for n in obs.notes)
+
+
+def test_a_proxy_showing_two_engines_is_read_as_the_one_that_speculates() -> None:
+    """detect_engine goes by each engine's metric prefix; a page carrying both (a proxy
+    aggregating servers) is the engine whose speculative metric is on it, else the first."""
+    from observe_support import Engine, sglang_text, vllm_text
+
+    from spectune.observe.faults import SpeculationNotEnabled
+    vllm_spec = fixture_text(SCRAPE)
+    vllm_plain = vllm_text(Engine(running=1), spec=False)
+    sglang = sglang_text(2.5, 0.5)
+    sglang_plain = "\n".join(ln for ln in sglang.splitlines() if "spec_accept" not in ln) + "\n"
+    assert detect_engine(parse_exposition(sglang)) == "sglang"
+    assert detect_engine(parse_exposition(vllm_plain + sglang)) == "sglang"
+    assert detect_engine(parse_exposition(vllm_spec + sglang_plain)) == "vllm"
+    assert detect_engine(parse_exposition(vllm_plain + sglang_plain)) == "vllm"
+    with pytest.raises(SpeculationNotEnabled, match="no vllm: or sglang: metrics"):
+        detect_engine(parse_exposition("python_info 1.0\n"))

@@ -6,8 +6,8 @@ defaults, releases and limits.
 The gate (:mod:`spectune.check`), the serving-config reader (:mod:`spectune.serving_config`),
 ``spectune emit`` and ``spectune observe`` (a URL or Prometheus) reach an engine through :data:`ENGINES` and
 the names of :class:`Engine`. Adding an engine (TensorRT-LLM, say) is one module with those
-names and one line in :data:`ENGINES`; telling its ``/metrics`` from the others'
-(:func:`spectune.observe.api.detect_engine`) still names vLLM and SGLang.
+names and one line in :data:`ENGINES`; its ``/metrics`` is told from the others' by its
+``PREFIX`` and ``SPEC_METRIC`` (:func:`spectune.observe.api.detect_engine`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ class Engine(Protocol):
     METHODS: dict[str, str]  # spectune drafter kind -> the engine's method for it
     SNIPPET_KINDS: tuple[str, ...]  # what `spectune emit PROFILE KIND` writes for it
     VERSION_PATH: str  # HTTP path of the server whose JSON carries its "version"
+    PREFIX: str  # what its /metrics names start with: "vllm:"
+    SPEC_METRIC: str  # a metric its /metrics shows only while it speculates
     COUNTERS: tuple[str, ...]  # the metrics its readers take, by type (Prometheus queries by type)
     HISTOGRAMS: tuple[str, ...]
     GAUGES: tuple[str, ...]

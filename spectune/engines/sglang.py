@@ -446,6 +446,7 @@ def profile_warnings(conf: Configured, dep: Deployment) -> list[str]:
 # --------------------------------------------------------------------------- metrics
 PREFIX = "sglang:"
 ACCEPT_LENGTH = "sglang:spec_accept_length"
+SPEC_METRIC = ACCEPT_LENGTH  # shown only while speculating
 ACCEPT_RATE = "sglang:spec_accept_rate"
 NUM_STEPS = "sglang:spec_num_steps"
 RUNNING = "sglang:num_running_reqs"

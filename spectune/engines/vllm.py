@@ -547,6 +547,7 @@ def profile_warnings(conf: Configured, dep: Deployment) -> list[str]:
 # --------------------------------------------------------------------------- metrics
 PREFIX = "vllm:"
 DRAFTS = "vllm:spec_decode_num_drafts_total"
+SPEC_METRIC = DRAFTS  # shown only while speculating
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"

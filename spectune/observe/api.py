@@ -8,8 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import spectune.engines.sglang as _sglang
-import spectune.engines.vllm as _vllm
 from spectune.acceptance import Acceptance
 from spectune.engines import ENGINES
 from spectune.limits import (
@@ -18,7 +16,7 @@ from spectune.limits import (
     DEFAULT_TIMEOUT_SECONDS,
     DEFAULT_WINDOW_SECONDS,
 )
-from spectune.observe.exposition import Exposition
+from spectune.observe.exposition import Exposition, has_prefix
 from spectune.observe.faults import (
     BadBodyFault,
     ObserveError,
@@ -40,16 +38,17 @@ ProgressFn = Callable[[float], None]
 
 
 def detect_engine(expo: Exposition) -> str:
-    """``vllm`` or ``sglang`` from the metric names; :class:`SpeculationNotEnabled` for neither."""
-    v, s = _vllm.is_vllm(expo), _sglang.is_sglang(expo)
-    if v and s:  # a proxy exposing both: take the one with speculative metrics
-        return "sglang" if expo.has(_sglang.ACCEPT_LENGTH) and not expo.has(_vllm.DRAFTS) else "vllm"
-    if v:
-        return "vllm"
-    if s:
-        return "sglang"
-    raise SpeculationNotEnabled("no vllm: or sglang: metrics in this /metrics page: it is not a vLLM "
-                                "or SGLang server (or a proxy hides them)")
+    """The name of the engine (:data:`~spectune.engines.ENGINES`) whose metric prefix the page
+    shows; of several (a proxy exposing more than one), the first showing its speculative
+    metrics, else the first; :class:`SpeculationNotEnabled` for none."""
+    found = [e for e in ENGINES.values() if has_prefix(expo, e.PREFIX)]
+    if not found:
+        prefixes = " or ".join(e.PREFIX for e in ENGINES.values())
+        labels = " or ".join(e.LABEL for e in ENGINES.values())
+        raise SpeculationNotEnabled(f"no {prefixes} metrics in this /metrics page: it is not a {labels} "
+                                    "server (or a proxy hides them)")
+    speculating = [e for e in found if expo.has(e.SPEC_METRIC)]
+    return (speculating or found)[0].NAME
 
 
 def _engine_version(scraper: Scraper, engine: str) -> str | None:
