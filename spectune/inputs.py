@@ -9,7 +9,7 @@ configurations all come in through here:
   is read.
 * :func:`yaml_documents` -- YAML through a first pass over the parser's events that refuses
   nesting deeper than :data:`~spectune.limits.MAX_YAML_DEPTH` (libyaml's composer recurses
-  in C and would crash) and documents that expand, aliases included, to more than
+  in C and would crash; its scanner has a limit and wording of its own, never shown) and documents that expand, aliases included, to more than
   :data:`~spectune.limits.MAX_YAML_NODES` nodes (an alias bomb), then refuses mapping keys
   that are not text (``1: x``, ``yes: x``).
 * :func:`json_document` -- JSON without NaN / Infinity / overflowing numbers and with a
@@ -99,22 +99,43 @@ def _yaml_error(exc: Exception, file: str) -> InputError:
     return InputError(f"not valid YAML: {problem}", file, mark.line + 1 if mark else None)
 
 
-def _loader(text: str) -> Any:
+def _loader(text: str, pure: bool = False) -> Any:
     import yaml
 
     # libyaml's C parser when the wheel has it: 5-10x faster on large config.json blocks.
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    return yaml.SafeLoader(text) if pure else getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
 
 
 def _bound_events(text: str, file: str) -> None:
+    """Refuse documents nested deeper than MAX_YAML_DEPTH or expanding past MAX_YAML_NODES,
+    with spectune's own message whatever PyYAML's version.
+
+    The fast pass reads libyaml's events. libyaml has a nesting limit of its own (1000 levels
+    in PyYAML 6.0.4's wheel; its scanner looks ahead, so it can raise before the event at our
+    depth arrives) and words it its own way. So any parser error from the fast pass is
+    re-examined by PyYAML's pure-Python parser, which is iterative and has no nesting limit:
+    a document too deep or too large gets spectune's message from it; any other error is the
+    fast parser's."""
+    import yaml
+
+    try:
+        _walk_events(_loader(text), file)
+    except yaml.YAMLError as exc:
+        try:
+            _walk_events(_loader(text, pure=True), file)
+        except yaml.YAMLError:
+            pass
+        raise _yaml_error(exc, file) from None
+
+
+def _walk_events(loader: Any, file: str) -> None:
     """One pass over the parser's events: nesting depth and nodes after alias expansion.
 
     A node's expanded size is 1 + its children's; an alias counts the size of the node its
     anchor names, so ``a: &a [x, x]``, ``b: &b [*a, *a]``, ... doubles at each level and is
-    refused long before it is built."""
+    refused long before it is built. Parser errors propagate as yaml.YAMLError."""
     import yaml
 
-    loader = _loader(text)
     sizes: dict[str, int] = {}
     stack: list[list[Any]] = []  # [anchor, expanded size so far, line]
     total = 0
@@ -150,8 +171,6 @@ def _bound_events(text: str, file: str) -> None:
                 add(None, sizes.get(ev.anchor or "", 1), line)
             elif isinstance(ev, yaml.DocumentEndEvent):
                 total = 0
-    except yaml.YAMLError as exc:
-        raise _yaml_error(exc, file) from None
     finally:
         loader.dispose()
 

@@ -78,3 +78,31 @@ def test_hostile_input(case: dict[str, Any], results: dict[str, dict[str, Any]])
         assert out == ""
     else:
         assert out.strip(), "a successful run prints its result"
+
+
+@pytest.mark.parametrize("depth", [101, 999, 1000, 1001, 5000])
+@pytest.mark.parametrize("style", ["flow", "block", "compact"])
+def test_nesting_is_refused_in_spectunes_words_at_every_depth(style: str, depth: int) -> None:
+    """Bound nesting before the parser does: libyaml has a nesting limit of its own (1000 in
+    PyYAML 6.0.4) that it words its own way. Whatever the depth, the message is spectune's,
+    so it holds for every PyYAML version (only spectune's wording is asserted)."""
+    from spectune.errors import InputError
+    from spectune.inputs import yaml_documents
+
+    text = {"flow": "a: " + "[" * depth + "]" * depth,
+            "block": "".join(" " * i + f"k{i}:\n" for i in range(depth)) + " " * depth + "x\n",
+            "compact": "a:\n  " + "- " * depth + "x\n"}[style]
+    with pytest.raises(InputError) as err:
+        yaml_documents(text, "deep.yaml")
+    assert "nested more than 100 levels deep" in str(err.value)
+
+
+def test_nesting_at_the_bound_is_read() -> None:
+    """The bound refuses only what is past it: 100 levels are read."""
+    from spectune.inputs import yaml_documents
+
+    (data, _), = yaml_documents("a: " + "[" * 99 + "1" + "]" * 99, "ok.yaml")
+    depth, node = 1, data["a"]
+    while isinstance(node, list):
+        depth, node = depth + 1, node[0]
+    assert (depth, node) == (100, 1)
