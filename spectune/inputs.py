@@ -9,7 +9,8 @@ configurations all come in through here:
   is read.
 * :func:`yaml_documents` -- YAML through a first pass over the parser's events that refuses
   nesting deeper than :data:`~spectune.limits.MAX_YAML_DEPTH` (libyaml's composer recurses
-  in C and would crash; its scanner has a limit and wording of its own, never shown) and documents that expand, aliases included, to more than
+  in C and would crash; its scanner has a limit and wording of its own, never shown) and
+  documents that expand, aliases included, to more than
   :data:`~spectune.limits.MAX_YAML_NODES` nodes (an alias bomb), then refuses mapping keys
   that are not text (``1: x``, ``yes: x``).
 * :func:`json_document` -- JSON without NaN / Infinity / overflowing numbers and with a
@@ -23,6 +24,7 @@ file, the line and, where there is one, the key.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import stat
@@ -121,10 +123,8 @@ def _bound_events(text: str, file: str) -> None:
     try:
         _walk_events(_loader(text), file)
     except yaml.YAMLError as exc:
-        try:
+        with contextlib.suppress(yaml.YAMLError):
             _walk_events(_loader(text, pure=True), file)
-        except yaml.YAMLError:
-            pass
         raise _yaml_error(exc, file) from None
 
 
