@@ -15,6 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 from spectune.cost import draft_cost, step_cost
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment, Workload
+from spectune.draft_share import draft_share
 from spectune.tree import expected_tokens as tree_expected_tokens
 from spectune.tree import verify_width
 
@@ -60,15 +61,19 @@ def speedup_grid(dep: Deployment, batch: ArrayLike | None = None,
     S = s[None, :, None].astype(float)
     G = g[None, None, :].astype(float)
     args = (dep.model, dep.gpu, dep.parallelism, dep.engine)
-    # gamma + 1, or a tree's num_draft_tokens; variable-length drafts (n-gram) verify their
-    # observed mean share of it (draft_fraction, draft_fill: 1 unless observed)
-    T = 1.0 + dep.draft_fraction * dep.draft_fill * (verify_width(dep.drafter, G) - 1.0)
+    # Variable-length drafts (n-gram) verify and yield their observed share of a full draft:
+    # a share of steps carries one (falling with gamma when the undrafted share is known,
+    # spectune.draft_share), filled to draft_fill of gamma + 1 (a tree: num_draft_tokens).
+    m_drafted = tree_expected_tokens(dep.acceptance, dep.drafter, g)
+    share = (np.full(len(g), dep.draft_fraction) if dep.undrafted_share is None
+             else draft_share(dep.undrafted_share, m_drafted))  # (ng,)
+    T = 1.0 + share[None, None, :] * dep.draft_fill * (verify_width(dep.drafter, G) - 1.0)
     verify = step_cost(*args, B, T, S, achieved=achieved, speculative=G > 0).seconds
     verify = np.broadcast_to(verify, (len(b), len(s), len(g)))
     c0 = verify[..., 0]
     draft = draft_cost(dep.drafter, dep.gpu, dep.parallelism, dep.engine, B, G, S,
                        c0[..., None], achieved=achieved)
-    m = 1.0 + dep.draft_fraction * (tree_expected_tokens(dep.acceptance, dep.drafter, g) - 1.0)
+    m = 1.0 + share * (m_drafted - 1.0)
     return SpeedupGrid(b, s, g, m, c0, verify, np.broadcast_to(draft, verify.shape))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from spectune.deployment import Deployment, Workload
+from spectune.draft_share import undrafted_share
 from spectune.observe.api import observation_acceptance, observation_operating_point
 from spectune.observe.observation import Observation
 
@@ -36,9 +37,11 @@ def apply_observation(dep: Deployment, obs: Observation, *, keep_batches: bool =
     if dep.drafter.kind == "ngram" and t is not None and t.draft_fraction:
         k = s.num_speculative_tokens
         fill = min(1.0, s.mean_draft_length / k) if k and s.mean_draft_length else 1.0
-        out = replace(out, draft_fraction=t.draft_fraction, draft_fill=fill)
+        u = undrafted_share(t.draft_fraction, s.mean_acceptance_length or 1.0)
+        out = replace(out, draft_fraction=t.draft_fraction, draft_fill=fill, undrafted_share=u)
         notes += (f"n-gram drafts priced as observed: {t.draft_fraction:.0%} of sequence steps "
-                  f"carried one, {fill:.0%} of K long on average",)
+                  f"carried one, {fill:.0%} of K long on average; {u:.0%} of output tokens came "
+                  "from steps without a draft, so a deeper gamma drafts on fewer steps",)
     return Applied(out, mix, notes)
 
 
