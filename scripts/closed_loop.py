@@ -161,9 +161,54 @@ class Load:
             t.join(timeout=300)
 
 
+class OtherLoad:
+    """CPU taken during a window by processes other than the server (its process group) and
+    this script (the clients): a machine busy with other work slows the server's steps, and
+    a window measured so is not what the model should be fitted or judged on."""
+
+    def __init__(self, server_pgid: int) -> None:
+        self.pgid = server_pgid
+        self.start = self._sample()
+
+    def _server(self) -> int:
+        total = 0
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    rest = fh.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(rest[2]) == self.pgid:  # pgrp; utime and stime are fields 14 and 15
+                total += int(rest[11]) + int(rest[12])
+        return total
+
+    def _sample(self) -> tuple[float, float, float, float]:
+        # /proc/stat "cpu" line: user nice system idle iowait irq softirq steal
+        with open("/proc/stat") as fh:
+            cpu = [int(x) for x in fh.readline().split()[1:9]]
+        busy = sum(cpu) - cpu[3] - cpu[4]
+        mine = os.times()
+        return busy, self._server(), (mine.user + mine.system), time.monotonic()
+
+    def cores(self) -> float:
+        """Mean cores the rest of the machine kept busy since this was made."""
+        hz = os.sysconf("SC_CLK_TCK")
+        busy, srv, mine, t = self._sample()
+        other = (busy - self.start[0] - (srv - self.start[1])) / hz - (mine - self.start[2])
+        return max(other, 0.0) / max(t - self.start[3], 1e-9)
+
+
+#: Other work above this many cores during a window marks it disturbed (measured again once).
+BUSY_CORES = 0.25
+
+
 def run_config(python: str, model: Path, k: int, concurrencies: list[int], window: float, warmup: float,
-               max_tokens: int, out: Path, tag: str) -> dict[int, Path]:
-    """Serve K (0 = off), observe one window per concurrency; the observation files."""
+               max_tokens: int, out: Path, tag: str, disturbed: dict[str, float]) -> dict[int, Path]:
+    """Serve K (0 = off), observe one window per concurrency; the observation files. A window
+    during which other work kept more than BUSY_CORES busy is measured again once, and noted
+    in ``disturbed`` (file name -> cores) if it still was."""
     from spectune.observe import observe_url
     from spectune.render import render
 
@@ -174,9 +219,17 @@ def run_config(python: str, model: Path, k: int, concurrencies: list[int], windo
             load = Load(srv.base, c, max_tokens)
             try:
                 latency = load.warm_up(warmup)
-                # a window spanning 1.5 requests, so Little's law sees requests finish in it
-                obs = observe_url(srv.base, window=max(window, 1.5 * latency), interval=1.0,
-                                  model_name=SERVED)
+                for attempt in range(2):
+                    other = OtherLoad(srv.proc.pid)
+                    # a window spanning 1.5 requests, so Little's law sees requests finish in it
+                    obs = observe_url(srv.base, window=max(window, 1.5 * latency), interval=1.0,
+                                      model_name=SERVED)
+                    busy = other.cores()
+                    if busy <= BUSY_CORES:
+                        break
+                    print(f"  {tag} c={c}: other work kept {busy:.2f} cores busy during the window"
+                          + (": measuring it again" if attempt == 0 else ": kept, and marked disturbed"),
+                          file=sys.stderr, flush=True)
             finally:
                 load.stop()
             cfg = spec_config(k)
@@ -184,6 +237,8 @@ def run_config(python: str, model: Path, k: int, concurrencies: list[int], windo
                 obs = replace(obs, speculative_config=json.loads(cfg))
             f = out / f"obs-{tag}-c{c}.yaml"
             f.write_text(render(obs.to_dict(), "yaml"))
+            if busy > BUSY_CORES:
+                disturbed[f.name] = round(busy, 2)
             files[c] = f
             print(f"  {tag} c={c}: {throughput(obs):.1f} tok/s, step "
                   f"{(obs.steps.step_seconds or 0) * 1e3:.1f} ms, batch {obs.steps.sequences_per_step:.2f}",
@@ -208,6 +263,7 @@ def spectune(*args: str) -> str:
 
 def predict(profile: Path, calib: Path, obs_k1: Any, obs_off: Any, k: int) -> dict[str, float]:
     """Predicted speedup and throughput of K at the plain window's batch and context."""
+    from spectune.band import point_band
     from spectune.calibration import apply_calibration, load_calibration
     from spectune.deployment import Workload
     from spectune.profiles import load_deployment
@@ -220,10 +276,10 @@ def predict(profile: Path, calib: Path, obs_k1: Any, obs_off: Any, k: int) -> di
     dep = replace(dep, workload=Workload((batch,), (ctx,)))
     p = point_speedup(dep, batch, ctx, k)
     p0 = point_speedup(dep, batch, ctx, 0)
-    tokens_per_step = 1.0 + dep.draft_fraction * (p.expected_tokens - 1.0)
-    thr = batch * tokens_per_step / (p.verify + p.draft)
-    return {"speedup": p.speedup, "throughput": thr, "plain_throughput": batch / p0.verify,
-            "batch": batch, "context": ctx}
+    thr = batch * p.expected_tokens / (p.verify + p.draft)  # expected_tokens: per sequence step
+    lo, hi = point_band(dep, batch, ctx, k)
+    return {"speedup": p.speedup, "speedup_low": lo, "speedup_high": hi, "throughput": thr,
+            "plain_throughput": batch / p0.verify, "batch": batch, "context": ctx}
 
 
 #: gamma* is the smallest setting within this share of the best, predicted and measured alike:
@@ -274,6 +330,7 @@ def main() -> None:
 
     configs = [0, 1, *a.predict]
     obs: dict[tuple[int, int, int], Path] = {}  # (round, K, c) -> file
+    disturbed: dict[str, float] = {}  # observation file -> cores other work kept busy
     for r in range(a.rounds):
         if a.analyse_only:
             obs.update({(r, k, c): a.work / f"obs-r{r}-k{k}-c{c}.yaml"
@@ -284,13 +341,14 @@ def main() -> None:
             tag = f"r{r}-k{k}"
             print(f"round {r + 1}/{a.rounds}: K = {k}", file=sys.stderr, flush=True)
             for c, f in run_config(a.vllm_python, model, k, a.concurrency, a.window, a.warmup,
-                                   a.max_tokens, a.work, tag).items():
+                                   a.max_tokens, a.work, tag, disturbed).items():
                 obs[(r, k, c)] = f
 
     profile = a.work / "profile.yaml"
     if not (a.analyse_only and profile.is_file() and not (model / "config.json").is_file()):
         profile.write_text(spectune("init", "--gpu", "cpu", "--model", str(model), "--name", "closed-loop"))
-    calib_files = [str(f) for (_, k, _), f in sorted(obs.items()) if k in (0, 1)]
+    # a window measured while other work held the machine is said, and not fitted
+    calib_files = [str(f) for (_, k, _), f in sorted(obs.items()) if k in (0, 1) and f.name not in disturbed]
     calib = a.work / "calib.yaml"
     calib.write_text(spectune("calibrate", *calib_files, "--profile", str(profile), "-o", "yaml"))
     print(spectune("calibrate", *calib_files, "--profile", str(profile)), file=sys.stderr)
@@ -306,10 +364,14 @@ def main() -> None:
         for k in a.predict:
             per_round = [predict(profile, calib, loaded[(r, 1, c)], loaded[(r, 0, c)], k) for r in rounds]
             sp = statistics.median(p["speedup"] for p in per_round)
+            lo = statistics.median(p["speedup_low"] for p in per_round)
+            hi = statistics.median(p["speedup_high"] for p in per_round)
             thr = statistics.median(p["throughput"] for p in per_round)
             m_sp = measured[k] / measured[0]
             rows.append({"concurrency": c, "K": k,
                          "predicted_speedup": round(sp, 3), "measured_speedup": round(m_sp, 3),
+                         "predicted_low": round(lo, 3), "predicted_high": round(hi, 3),
+                         "in_band": lo <= m_sp <= hi,
                          "speedup_error": round(sp / m_sp - 1, 3),
                          "predicted_tok_s": round(thr, 1), "measured_tok_s": round(measured[k], 1),
                          "throughput_error": round(thr / measured[k] - 1, 3),
@@ -319,20 +381,23 @@ def main() -> None:
                          "measured_tok_s_off": round(measured[0], 1),
                          "measured_tok_s_k1": round(measured[1], 1)})
     report = {"rounds": a.rounds, "window_seconds": a.window, "concurrency": a.concurrency,
-              "rows": rows, "seconds": round(time.monotonic() - t_start, 1),
+              "rows": rows, "disturbed": disturbed, "seconds": round(time.monotonic() - t_start, 1),
               "calibration": str(calib), "profile": str(profile)}
-    hdr = ("concurrency", "K", "predicted speedup", "measured speedup", "error", "predicted tok/s",
+    hdr = ("concurrency", "K", "predicted speedup (band)", "measured speedup", "error", "predicted tok/s",
            "measured tok/s", "error", "gamma* predicted", "gamma* measured", "gamma* right")
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---|" * len(hdr))
     for row in rows:
-        cells = (row["concurrency"], row["K"], f"{row['predicted_speedup']:.2f}x",
+        cells = (row["concurrency"], row["K"],
+                 f"{row['predicted_speedup']:.2f}x ({row['predicted_low']:.2f}-{row['predicted_high']:.2f})",
                  f"{row['measured_speedup']:.2f}x", f"{row['speedup_error']:+.0%}",
                  f"{row['predicted_tok_s']:.0f}", f"{row['measured_tok_s']:.0f}",
                  f"{row['throughput_error']:+.0%}", row["gamma_star_predicted"], row["gamma_star_measured"],
                  "yes" if row["gamma_star_right"] else "no")
         print("| " + " | ".join(str(x) for x in cells) + " |")
     print(f"({a.rounds} round(s), medians; {report['seconds']:.0f} s in all)")
+    for name, cores in sorted(disturbed.items()):
+        print(f"disturbed: {name} (other work kept {cores} cores busy; not fitted)")
     if a.json:
         a.json.write_text(json.dumps(report, indent=1) + "\n")
 

@@ -31,6 +31,10 @@ replaces the per-sequence one unless the BIC favours the latter by ``BIC_TIE``
 or 1 % of the median step) is dropped, the worst first, and the rest refitted. Others keep
 the profile's value and are reported as not identifiable. Standard errors come from the
 linearised fit, cov(θ) = s² (JᵀJ)⁻¹ with s² = Σr² / (n − p), J = ∂r/∂θ (none when n = p).
+
+A window whose residual stands out of the rest (:func:`outliers`: a modified z-score above
+3.5 and more than 15 % off) is a server that stalled or a machine busy with other work
+during it; the caller leaves it out, refits, and says so.
 """
 
 from __future__ import annotations
@@ -318,6 +322,26 @@ def fit(dep: Deployment, windows: tuple[CalibrationWindow, ...]) -> Fit:
     b, t, s, spec, _ = _arrays(windows)
     pred = predict_steps(fitted, b, t, s, spec)
     return Fit(consts, windows, tuple(float(x) for x in pred), fitted)
+
+
+#: Modified z-score above which a window is an outlier (Iglewicz & Hoaglin 1993, "How to
+#: Detect and Handle Outliers", ASQC Basic References in Quality Control 16, ch. 3: |M| > 3.5
+#: with M = 0.6745 (r - median) / MAD), and a floor on the residual itself, so that a fit
+#: whose windows agree to 2 % does not refuse one at 6 %.
+OUTLIER_Z = 3.5
+OUTLIER_FLOOR = 0.15
+
+
+def outliers(residuals: tuple[float, ...]) -> list[int]:
+    """Indices of windows whose relative residual stands out of the others: a server that
+    stalled or a machine busy with other work during the window (module docstring)."""
+    r = np.asarray(residuals, dtype=float)
+    if r.size < 4:
+        return []
+    med = float(np.median(r))
+    mad = float(np.median(np.abs(r - med)))
+    z = 0.6745 * np.abs(r - med) / max(mad, 1e-12)
+    return [int(i) for i in np.flatnonzero((z > OUTLIER_Z) & (np.abs(r) > OUTLIER_FLOOR))]
 
 
 def _stderrs(dep: Deployment, windows: tuple[CalibrationWindow, ...], names: tuple[str, ...],

@@ -55,7 +55,9 @@ from spectune.docspec import (
     Text,
     parse_document,
 )
+from spectune.draft_share import undrafted_share
 from spectune.errors import InputError
+from spectune.uncertainty import FitSpread
 
 KIND = "Calibration"
 SCHEMA_VERSION = 1
@@ -65,11 +67,14 @@ NOT_IDENTIFIED = "not identifiable from these windows (default kept)"
 @dataclass(frozen=True)
 class Drafting:
     """How drafts were observed to run: ``draft_fraction`` of sequence steps carried one,
-    ``draft_fill`` = mean draft length / K; ``source`` names the windows."""
+    ``draft_fill`` = mean draft length / K; ``source`` names the windows;
+    ``undrafted_share``: the share of output tokens from steps without a draft
+    (spectune.draft_share; None in documents written before it was recorded)."""
 
     draft_fraction: float
     draft_fill: float
     source: str
+    undrafted_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,11 @@ class Calibration:
     where: str = ""
     #: what the constants were fitted for (``gpu``, ``model``, ``engine``), from the document
     fitted_for: dict[str, str] = field(default_factory=dict)
+    #: standard errors of the identified constants that have one (library units)
+    stderrs: dict[str, float] = field(default_factory=dict)
+    #: relative spread of the windows' step times about the fit, sqrt(Σr² / (n - p))
+    step_sd: float = 0.0
+    windows: int = 0
 
 
 # --------------------------------------------------------------------------- observations
@@ -104,7 +114,7 @@ def window_from_observation(obs: Any, name: str) -> CalibrationWindow:
 
 def drafting_from_observations(obs: list[Any], names: list[str]) -> Drafting | None:
     """Draft share and fill over the speculative windows, weighted by sequence steps."""
-    steps = frac = fill = 0.0
+    steps = frac = fill = undrafted = 0.0
     used = []
     for o, n in zip(obs, names, strict=True):
         t, s = o.steps, o.speculation
@@ -115,10 +125,11 @@ def drafting_from_observations(obs: list[Any], names: list[str]) -> Drafting | N
         steps += t.sequence_steps
         frac += t.draft_fraction * t.sequence_steps
         fill += min(f, 1.0) * t.sequence_steps
+        undrafted += undrafted_share(t.draft_fraction, s.mean_acceptance_length or 1.0) * t.sequence_steps
         used.append(n)
     if not steps:
         return None
-    return Drafting(frac / steps, fill / steps, f"observed in {', '.join(used)}")
+    return Drafting(frac / steps, fill / steps, f"observed in {', '.join(used)}", undrafted / steps)
 
 
 # --------------------------------------------------------------------------- document
@@ -134,7 +145,8 @@ CALIBRATION = Kind(KIND, "spectune calibrate", "engine constants fitted to obser
         Field("identified", Flag()), Field("default", Number(digits=6)),
         Field("note", Text(), required=False))))),
     Field("drafting", Nullable(Obj((Field("draft_fraction", _SHARE), Field("draft_fill", _SHARE),
-                                    Field("source", Text())), build=Drafting))),
+                                    Field("source", Text()),
+                                    Field("undrafted_share", _SHARE, required=False)), build=Drafting))),
     Field("windows", List(Obj((
         Field("name", Text()), Field("speculative", Flag()), Field("batch", Number(digits=4)),
         Field("width", Number(digits=4)), Field("context", Number(digits=4)),
@@ -187,10 +199,13 @@ def calibration_from_dict(doc: Any, where: str, lines: dict[str, int] | None = N
     r = Reader(where, lines or {})
     d = CALIBRATION.load(doc, r)
     values: dict[str, float] = {}
+    stderrs: dict[str, float] = {}
     for i, row in enumerate(d["constants"]):
         name, v = row["name"], row["value"]
         if not row["identified"]:
             continue
+        if row["stderr"] is not None and row["stderr"] > 0:
+            stderrs[name] = row["stderr"] * (1e-6 if UNITS[name] == "us" else 1.0)
         if v <= 0:  # a fitted constant of zero would price a step as free
             raise r.fail(f"constants[{i}].value", f"expected a positive number, got {v!r}")
         if UNITS[name] == "fraction" and v > 1:
@@ -202,7 +217,10 @@ def calibration_from_dict(doc: Any, where: str, lines: dict[str, int] | None = N
             if getattr(drafting, k) <= 0:
                 raise r.fail(f"drafting.{k}", f"expected a number in (0, 1], got {getattr(drafting, k)!r}")
     fitted_for = {k: d["profile"][k] for k in ("gpu", "model", "engine")}
-    return Calibration(values, drafting, where, fitted_for)
+    res = [w["residual"] for w in d["windows"]]
+    dof = len(res) - len(values) if len(res) > len(values) else len(res)
+    step_sd = math.sqrt(sum(r * r for r in res) / dof) if res else 0.0
+    return Calibration(values, drafting, where, fitted_for, stderrs, step_sd, len(res))
 
 
 def load_calibration(path: str | Path) -> Calibration:
@@ -223,20 +241,31 @@ def apply_calibration(dep: Deployment, cal: Calibration) -> Deployment:
     if other:
         raise InputError("the calibration was fitted for another deployment (" + "; ".join(other)
                          + "): calibrate on this deployment's own observations", cal.where)
-    out = with_constants(dep, cal.constants)
+    out = replace(with_constants(dep, cal.constants),
+                  spread=FitSpread(tuple(sorted(cal.stderrs.items())), cal.step_sd, cal.windows))
     if cal.drafting is not None and dep.drafter.kind == "ngram":
-        out = replace(out, draft_fraction=cal.drafting.draft_fraction, draft_fill=cal.drafting.draft_fill)
+        out = replace(out, draft_fraction=cal.drafting.draft_fraction, draft_fill=cal.drafting.draft_fill,
+                      undrafted_share=cal.drafting.undrafted_share)
     return out
 
 
 def calibrate_observations(dep: Deployment, observations: list[Any], names: list[str]) -> dict[str, Any]:
     """Fit ``dep`` to the observations and return the Calibration document."""
-    from spectune.calibrate import fit
+    from spectune.calibrate import fit, outliers
 
-    windows = []
-    for o, n in zip(observations, names, strict=True):
-        windows.append(window_from_observation(o, n))
     notes = []
+    kept = []
+    for o, n in zip(observations, names, strict=True):
+        w = o.window
+        if w.failed_samples:  # a scrape that failed: the server stalled or went away mid-window
+            notes.append(f"{n}: left out ({w.failed_samples} of {w.samples + w.failed_samples} "
+                         "scrapes failed during the window: a stalled server); observe it again")
+            continue
+        kept.append((o, n))
+    if not kept:
+        raise CalibrationError("every window had failed scrapes (a stalled server): observe again")
+    observations, names = [o for o, _ in kept], [n for _, n in kept]
+    windows = [window_from_observation(o, n) for o, n in kept]
     if not any(w.speculative for w in windows):
         notes.append("no speculative window: the speculative-step constants keep their defaults "
                      "(observe the server with speculation on too)")
@@ -247,6 +276,14 @@ def calibrate_observations(dep: Deployment, observations: list[Any], names: list
         notes.append("every window ran at about the same batch: per-token costs are poorly "
                      "separated from per-pass costs (observe at two or more concurrencies)")
     f = fit(dep, tuple(windows))
+    odd = outliers(f.residuals)
+    if odd and len(windows) - len(odd) >= 3:
+        for i in odd:
+            notes.append(f"{windows[i].name}: left out (its step time is {f.residuals[i]:+.0%} off a fit "
+                         "the other windows agree on: a server that stalled or a machine busy with "
+                         "other work during the window); observe it again")
+        windows = [w for i, w in enumerate(windows) if i not in odd]
+        f = fit(dep, tuple(windows))
     drafting = drafting_from_observations(observations, names)
     profile = {"name": dep.name, "gpu": dep.gpu.key, "model": dep.model.name,
                "drafter": dep.drafter.name, "engine": dep.engine.name}

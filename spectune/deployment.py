@@ -4,12 +4,16 @@ that a recommendation is made for."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from spectune.acceptance import Acceptance
 from spectune.errors import InputError
 from spectune.hardware import GPU
 from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_POINTS
 from spectune.model import Drafter, Model, MoE
+
+if TYPE_CHECKING:
+    from spectune.uncertainty import FitSpread
 
 
 @dataclass(frozen=True)
@@ -154,7 +158,11 @@ class Deployment:
     a share ``draft_fraction`` of sequence steps carries a draft at all (prompt lookup finds
     no match in the rest), of ``draft_fill * gamma`` tokens on average; so a verify checks
     1 + draft_fraction * draft_fill * gamma tokens per sequence and yields
-    1 + draft_fraction * (m(gamma) - 1). Both 1 for a model drafter."""
+    1 + draft_fraction * (m(gamma) - 1). Both 1 for a model drafter. ``undrafted_share``
+    (observed n-gram windows only): the share of output tokens from steps without a draft;
+    when set, the draft share depends on gamma (spectune.draft_share) and replaces
+    ``draft_fraction``. ``spread``: set by a calibration, the band of its predictions
+    (spectune.uncertainty)."""
 
     name: str
     gpu: GPU
@@ -169,3 +177,6 @@ class Deployment:
     tpot_slo: float | None = None  # seconds per output token a user may wait (``slo.tpot_ms``)
     draft_fraction: float = 1.0
     draft_fill: float = 1.0
+    undrafted_share: float | None = None
+    #: a calibrated deployment's own uncertainty (spectune calibrate); None: the validation band
+    spread: FitSpread | None = None

@@ -21,7 +21,7 @@ from spectune.memory import Memory, infeasible_reason, parameter_counts
 from spectune.model import DRAFTER_KINDS
 from spectune.recommend import Recommendation
 from spectune.speedup import PointSpeedup, closed_form
-from spectune.uncertainty import speedup_band
+from spectune.uncertainty import BAND_COVERAGE, CALIBRATED_COVERAGE
 from spectune.version import __version__
 
 if TYPE_CHECKING:  # the simulators load only when asked for (recommend cold start)
@@ -41,6 +41,25 @@ PARALLELISM = Obj((Field("tp", _POS), Field("ep", _POS), Field("dp", _POS)))
 _OPERATING = Obj((Field("batch", _POS), Field("gamma", _NAT),
                   Field("tokens_per_second_per_gpu", Number(digits=5)),
                   Field("tpot_seconds", _SECONDS, attr="tpot")))
+
+#: What speedup_low / speedup_high of the points are (spectune.uncertainty).
+BAND = Obj((Field("kind", Choice(("validation", "calibrated"))),
+            Field("coverage", Number(minimum=0, maximum=1)), Field("source", Text())),
+           description="speedup_low / speedup_high: the validation band, or the calibration's own "
+                       "prediction band")
+
+
+def band_doc(dep: Deployment) -> dict[str, Any]:
+    """What the band of ``dep``'s predictions is, for documents and legends."""
+    if dep.spread is None:
+        return {"kind": "validation", "coverage": BAND_COVERAGE,
+                "source": "the range that held this share of published measurements no constant was "
+                          "fitted to (docs/validation.md)"}
+    s = dep.spread
+    return {"kind": "calibrated", "coverage": CALIBRATED_COVERAGE,
+            "source": f"prediction band of the calibration: {len(s.stderrs)} fitted constants' standard "
+                      f"errors and the {s.windows} windows' spread about the fit ({s.step_sd:.1%})"}
+
 
 RECOMMENDATION = Kind("Recommendation", "spectune recommend",
                       "gamma* and predicted speedup per operating point", Obj((
@@ -86,6 +105,7 @@ RECOMMENDATION = Kind("Recommendation", "spectune recommend",
         Field("batch", _POS), Field("context", _NAT), Field("feasible", Const(False)),
         Field("reason", Text()), Field("memory_gb", _GB, required=False)),
         description="an operating point that does not fit in GPU memory: no gamma")), "feasible"), 1)),
+    Field("band", BAND, required=False),
     Field("notes", List(Text())),
     Field("ragged", Obj((Field("rounds", Text()), Field("note", Text()))), required=False),
     Field("slo", Obj((
@@ -129,13 +149,13 @@ def deployment_doc(dep: Deployment) -> dict[str, Any]:
     }
 
 
-def _band(speedup: float, speculating: bool) -> tuple[float, float]:
-    """The validation error band around a predicted speedup (spectune/uncertainty.py); plain
-    decode (gamma 0) is not a prediction, its band is the point itself."""
+def _band(speedup: float, low: float, high: float, speculating: bool) -> tuple[float, float]:
+    """The band around a predicted speedup as documents show it (spectune.band: the
+    validation band, or a calibration's own); plain decode (gamma 0) is not a prediction,
+    its band is the point itself."""
     if not speculating:
         return sig(speedup, 4), sig(speedup, 4)
-    lo, hi = speedup_band(speedup)
-    return sig(float(lo), 3), sig(float(hi), 3)
+    return sig(float(low), 3), sig(float(high), 3)
 
 
 def goodput_doc(gp: Goodput) -> dict[str, Any]:
@@ -190,7 +210,8 @@ def recommendation_doc(rec: Recommendation, ragged: RaggedGrid | None = None,
                 extra["ragged"] = {**{k: v[i, j] for k, v in ragged.speedups.items()},
                                    "homogeneous_gamma": ragged.homogeneous_gamma[i, j],
                                    "mean_ragged_depth": ragged.mean_ragged_depth[i, j]}
-            lo, hi = _band(float(rec.speedup_star[i, j]), gs > 0)
+            lo, hi = _band(float(rec.speedup_star[i, j]), float(rec.speedup_low[i, j]),
+                           float(rec.speedup_high[i, j]), gs > 0)
             points.append({
                 "batch": b, "context": s, "feasible": True, "memory_gb": total[i, j], "gamma": gs,
                 "speedup": rec.speedup_star[i, j], "speedup_low": lo, "speedup_high": hi,
@@ -208,6 +229,7 @@ def recommendation_doc(rec: Recommendation, ragged: RaggedGrid | None = None,
         "memory": {k: v for k, v in memory_doc(rec.memory, (0, 0)).items()
                    if k in ("weights_gb", "draft_weights_gb", "reserve_gb", "capacity_gb")},
         "points": points,
+        "band": band_doc(rec.deployment),
         "notes": rec.notes,
     }
     if ragged is not None:
@@ -317,7 +339,9 @@ def closed_form_doc(alpha: float, gamma: int, draft_cost: float) -> Document:
 def point_speedup_doc(dep: Deployment, batch: int, context: int, gamma: int,
                       point: PointSpeedup) -> Document:
     """Kind ``Speedup`` for the roofline speedup at one operating point."""
-    band = _band(point.speedup, gamma > 0)
+    from spectune.band import point_band
+
+    band = _band(point.speedup, *point_band(dep, batch, context, gamma), gamma > 0)
     return SPEEDUP.dump({
         "formula": "m(g) C0 / (C_verify(B, g+1, S) + C_draft(B, g, S))  [roofline]",
         "gpu": dep.gpu.name, "model": dep.model.name, "drafter": dep.drafter.name,

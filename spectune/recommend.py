@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from spectune.band import speedup_bands
 from spectune.cost import step_cost
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment
@@ -42,6 +43,8 @@ class Recommendation:
     limiter: NDArray[np.str_]  # (nb, ns)
     notes: tuple[str, ...]
     memory: Memory
+    speedup_low: Array  # (nb, ns): the band of speedup_star (spectune.band)
+    speedup_high: Array
 
     @property
     def feasible(self) -> NDArray[np.bool_]:
@@ -56,6 +59,7 @@ def recommend(dep: Deployment) -> Recommendation:
     idx = choose(sp, dep.tie_tolerance)
     gamma_star = grid.gamma[idx]
     best = np.take_along_axis(sp, idx[..., None], axis=-1)[..., 0]
+    lo, hi = (np.take_along_axis(a, idx[..., None], axis=-1)[..., 0] for a in speedup_bands(dep, grid))
     limiter = _limiters(dep, grid, gamma_star)
     notes = []
     note = dep.acceptance.extrapolation_note(int(grid.gamma.max()))
@@ -69,7 +73,7 @@ def recommend(dep: Deployment) -> Recommendation:
     if n_out:
         notes.append(f"{n_out} of {gamma_star.size} operating points do not fit in "
                      f"{dep.gpu.name} memory (KV cache); they get no recommendation")
-    return Recommendation(dep, grid, gamma_star, best, limiter, tuple(notes), mem)
+    return Recommendation(dep, grid, gamma_star, best, limiter, tuple(notes), mem, lo, hi)
 
 
 def _limiters(dep: Deployment, grid: SpeedupGrid, gamma_star: NDArray[np.int64]) -> NDArray[np.str_]:

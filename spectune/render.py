@@ -205,8 +205,7 @@ def _recommendation_grid(doc: Document, fmt: str, wide: bool) -> str:
     band = any(p.get("speedup_low") is not None for p in doc["points"])
     legend = ("cell: γ* (best draft length) and predicted decode throughput speedup over plain "
               "decode (× = times faster" + (
-                  f"; (low–high) = the range that held {BAND_COVERAGE:.0%} of published "
-                  "measurements (spectune docs validation)" if band else "")
+                  f"; (low–high) = {band_words(doc)}" if band else "")
               + "); '0  off' = speculation does not pay there; "
               + ("then time per output token of one sequence and the costliest part of the step; "
                  if wide else "")
@@ -429,6 +428,15 @@ def _check_table(doc: Document, fmt: str) -> str:
     if doc["notes"]:
         tail += ["", "Notes:" if md else "notes:"] + [f"- {n}" for n in doc["notes"]]
     return text + ("\n".join(tail) + "\n" if tail else "")
+
+
+def band_words(doc: Document) -> str:
+    """What a document's speedup_low / speedup_high are, in a legend's words."""
+    b = doc.get("band") or {"kind": "validation", "coverage": BAND_COVERAGE}
+    if b["kind"] == "calibrated":
+        return (f"the calibration's {b['coverage']:.0%} prediction band (its constants' standard "
+                "errors and its windows' spread)")
+    return f"the range that held {b['coverage']:.0%} of published measurements (spectune docs validation)"
 
 
 @table_for("Calibration")

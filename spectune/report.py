@@ -22,8 +22,7 @@ from typing import Any
 from spectune.envelope import Document, envelope
 from spectune.errors import SpectuneError
 from spectune.recommend import Recommendation
-from spectune.render import feasible
-from spectune.uncertainty import BAND_COVERAGE
+from spectune.render import band_words, feasible
 from spectune.version import __version__
 
 CSS = """
@@ -282,8 +281,7 @@ def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str,
     has_infeasible = any(not feasible(p) for p in doc["points"])
     legend = ("Each cell: γ*, the draft length that maximises decode throughput there, and the "
               "predicted throughput speedup over plain decode (×)"
-              + (f"; in brackets the prediction's band, the range that held {BAND_COVERAGE:.0%} of "
-                 "published measurements (spectune docs validation)" if has_band else "")
+              + (f"; in brackets the prediction's band, {band_words(doc)}" if has_band else "")
               + ". Darker = larger speedup. <b>off</b>: speculation does not pay (γ = 0)"
               + ("; hatched —: the point cannot run (reason in the cell)" if has_infeasible else "")
               + ". Hover a cell for the component that costs most there.")

@@ -13,11 +13,26 @@ optimistic on the AMD MI300X serving benchmark at concurrency 64 and on the EAGL
 ladder at batch 24-32, and pessimistic on the EAGLE-1 ladder at batch 2-4 (docs/validation.md).
 It is one band for
 every operating point: the validation set is too small to let the width depend on GPU,
-model or batch. Where the user
-calibrates on their own server the band no longer applies.
+model or batch.
+
+Where the user calibrates on their own server (``spectune calibrate``), the band is the
+calibration's own (:class:`FitSpread`, computed by :mod:`spectune.band`): the fitted
+constants' standard errors carried through the speedup, and the spread of the windows
+about the fit,
+
+    sd² = Σ_k ((ln Sp(θ + σ_k e_k) - ln Sp(θ - σ_k e_k)) / 2)² + 2 s²,
+    speedup_low, speedup_high = Sp · exp(∓ z sd),   z = 1.645 (two-sided 90 %),
+
+with σ_k each fitted constant's standard error (taken as independent: the document keeps
+no covariance), and s = sqrt(Σ r_w² / (n - p)) the windows' relative step residual: a
+measured speedup is the ratio of two measured windows, each off the model by about s. It
+is a prediction interval for one new measurement on that server, so its coverage is set
+wider than the validation band's.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -32,3 +47,20 @@ def speedup_band(speedup: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.fl
     """(speedup_low, speedup_high) for predicted speedups."""
     s = np.asarray(speedup, dtype=float)
     return s * SPEEDUP_BAND[0], s * SPEEDUP_BAND[1]
+
+
+#: Two-sided coverage of a calibrated band, and its standard-normal quantile (z of 0.95).
+CALIBRATED_COVERAGE = 0.9
+CALIBRATED_Z = 1.6449
+
+
+@dataclass(frozen=True)
+class FitSpread:
+    """How far a calibrated deployment's predictions can be trusted: ``stderrs`` are
+    (constant name, standard error) of the fitted constants, in the constants' own units
+    (seconds, or a fraction of peak); ``step_sd`` the relative spread of a window's step time
+    about the fit (dimensionless); ``windows`` how many windows the fit used."""
+
+    stderrs: tuple[tuple[str, float], ...]
+    step_sd: float
+    windows: int

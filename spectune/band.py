@@ -1,0 +1,53 @@
+"""The band around every predicted speedup of a grid: the validation band, or a calibrated
+deployment's own (the derivations are in :mod:`spectune.uncertainty`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from spectune.cost.roofline import Array
+from spectune.deployment import Deployment, Workload
+from spectune.speedup import SpeedupGrid, speedup_grid
+from spectune.uncertainty import CALIBRATED_Z, speedup_band
+
+#: Achieved fractions stay inside (0, 1] when a standard error is added or taken away.
+_MIN_FRACTION = 1e-6
+
+
+def _shifted(dep: Deployment, name: str, delta: float) -> Deployment:
+    """``dep`` with one calibrated constant moved by ``delta`` (its own units), kept in range;
+    without its spread, so the shifted grid is the bare prediction."""
+    from spectune.calibrate import get_constants, with_constants
+
+    v = get_constants(dep)[name] + delta
+    v = min(max(v, _MIN_FRACTION), 1.0) if name.endswith("_fraction") else max(v, 0.0)
+    return replace(with_constants(dep, {name: v}), spread=None)
+
+
+def speedup_bands(dep: Deployment, grid: SpeedupGrid) -> tuple[Array, Array]:
+    """(low, high) of every speedup of ``grid`` (nb, ns, ng), the grid of ``dep``. Plain
+    decode (gamma 0) is no prediction: its band is the point itself."""
+    sp = grid.speedup
+    if dep.spread is None:
+        lo, hi = speedup_band(sp)
+    else:
+        s = dep.spread
+        var = np.full(sp.shape, 2.0 * s.step_sd**2)
+        gmax = int(grid.gamma.max())
+        for name, se in s.stderrs:
+            up = speedup_grid(_shifted(dep, name, se), grid.batch, grid.context, gmax).speedup
+            dn = speedup_grid(_shifted(dep, name, -se), grid.batch, grid.context, gmax).speedup
+            var = var + (0.5 * (np.log(up) - np.log(dn))) ** 2
+        width = np.exp(CALIBRATED_Z * np.sqrt(var))
+        lo, hi = sp / width, sp * width
+    plain = grid.gamma[None, None, :] == 0
+    return np.where(plain, sp, lo), np.where(plain, sp, hi)
+
+
+def point_band(dep: Deployment, batch: int, context: int, gamma: int) -> tuple[float, float]:
+    """(low, high) of the speedup of ``gamma`` at one (batch, context)."""
+    one = replace(dep, workload=Workload((batch,), (context,)), gamma_max=max(gamma, 1))
+    lo, hi = speedup_bands(one, speedup_grid(one))
+    return float(lo[0, 0, gamma]), float(hi[0, 0, gamma])

@@ -1,0 +1,126 @@
+"""The closed loop's physics on windows captured from a real vLLM (tests/fixtures/closed-loop,
+see its README): calibrated on the speculation-off and K = 1 windows only, spectune predicts
+the K = 3 windows, which no fit reads.
+
+* the n-gram draft share falls with K as spectune.draft_share says (a fixed share of each
+  request's tokens comes from undrafted steps), where holding the K = 1 share does not;
+* the calibrated prediction carries its own band (fitted constants' standard errors and the
+  windows' spread), and the measured K = 3 speedup lies inside it at concurrency 1 and 16.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spectune.acceptance import Acceptance
+from spectune.api import calibrate
+from spectune.band import point_band
+from spectune.calibration import apply_calibration, calibration_from_dict
+from spectune.deployment import Workload
+from spectune.draft_share import draft_share, undrafted_share
+from spectune.observe.observation import Observation, load_observation
+from spectune.profiles import load_deployment
+from spectune.speedup import point_speedup
+from spectune.uncertainty import speedup_band
+
+HERE = Path(__file__).parent / "fixtures" / "closed-loop"
+FIT = [HERE / f"k{k}-c{c}.yaml" for k in (0, 1) for c in (1, 16, 64, 256)]
+
+
+def obs(k: int, c: int) -> Observation:
+    return load_observation(HERE / f"k{k}-c{c}.yaml")
+
+
+def throughput(o: Observation) -> float:
+    assert o.steps is not None and o.steps.generated_tokens
+    return o.steps.generated_tokens / o.window.seconds
+
+
+@pytest.mark.parametrize("c", [1, 16])
+def test_the_k3_draft_share_follows_from_the_k1_window(c: int) -> None:
+    one, three = obs(1, c), obs(3, c)
+    assert one.steps and three.steps and one.speculation.mean_acceptance_length
+    u = undrafted_share(one.steps.draft_fraction, one.speculation.mean_acceptance_length)
+    m3 = Acceptance(tuple(one.acceptance.conditional)).expected_tokens(3)  # type: ignore[union-attr]
+    predicted = float(draft_share(u, m3))
+    measured = three.steps.draft_fraction
+    assert measured is not None
+    assert abs(predicted - measured) <= 0.02
+    # holding the K = 1 share is what this replaces: further off, always high
+    assert one.steps.draft_fraction - measured > abs(predicted - measured)
+
+
+def test_draft_share_reproduces_the_observed_window_and_falls_with_depth() -> None:
+    u = undrafted_share(0.86, 1.7)
+    assert float(draft_share(u, 1.7)) == pytest.approx(0.86)
+    shares = draft_share(u, np.array([1.0, 1.7, 2.2, 2.5, 3.0]))
+    assert np.all(np.diff(shares) < 0)
+    assert float(draft_share(0.0, 5.0)) == 1.0  # every token drafted: every step carries a draft
+
+
+@pytest.fixture(scope="module")
+def calibration() -> dict:
+    return calibrate(HERE / "profile.yaml", FIT)
+
+
+@pytest.mark.parametrize("c", [1, 16])
+def test_the_measured_k3_speedup_lies_in_the_calibrated_band(calibration: dict, c: int) -> None:
+    cal = calibration_from_dict(calibration, "calibration")
+    dep = apply_calibration(load_deployment(str(HERE / "profile.yaml")), cal)
+    assert dep.spread is not None and dep.spread.stderrs
+    plain, one = obs(0, c), obs(1, c)
+    assert plain.steps and plain.steps.sequences_per_step and plain.steps.decode_context_tokens
+    b = max(1, round(plain.steps.sequences_per_step))
+    s = round(plain.steps.decode_context_tokens)
+    dep = replace(dep, acceptance=one.to_acceptance(), workload=Workload((b,), (s,)))
+    sp = point_speedup(dep, b, s, 3).speedup
+    lo, hi = point_band(dep, b, s, 3)
+    measured = throughput(obs(3, c)) / throughput(plain)
+    assert lo < sp < hi
+    assert lo <= measured <= hi, (c, lo, sp, hi, measured)
+    assert abs(sp / measured - 1) <= 0.20
+    # the band is the calibration's own, not the validation band's fixed ratios
+    vlo, vhi = speedup_band(sp)
+    assert (lo, hi) != pytest.approx((float(vlo), float(vhi)))
+
+
+def test_a_calibrated_recommendation_says_its_band_is_the_calibrations(calibration: dict,
+                                                                       tmp_path: Path) -> None:
+    from spectune.api import recommend
+    from spectune.documents import recommendation_doc
+    from spectune.render import render
+
+    f = tmp_path / "calib.yaml"
+    f.write_text(render(calibration, "yaml"))
+    doc = recommendation_doc(recommend(str(HERE / "profile.yaml"), calibration=f))
+    assert doc["band"]["kind"] == "calibrated" and doc["band"]["coverage"] == 0.9
+    spec = [p for p in doc["points"] if p["feasible"] and p["gamma"] > 0]
+    assert spec, "a point that speculates"
+    for p in spec:
+        assert p["speedup_low"] < p["speedup"] < p["speedup_high"]
+    plain_doc = recommendation_doc(recommend(str(HERE / "profile.yaml")))
+    assert plain_doc["band"]["kind"] == "validation"
+
+
+def test_a_disturbed_window_is_left_out_and_said() -> None:
+    """A window whose server stalled (its steps twice as slow as the fit the others agree on)
+    or whose scrapes failed is named in the notes and not fitted."""
+    base = [load_observation(f) for f in FIT]
+    names = [f"observation[{i}]" for i in range(len(FIT))]
+    slow = base[5]  # K = 1 at concurrency 16
+    assert slow.steps is not None and slow.steps.step_seconds
+    stalled = replace(slow, steps=replace(slow.steps, step_seconds=slow.steps.step_seconds * 2.0))
+    doc = calibrate(HERE / "profile.yaml", [*base[:5], stalled, *base[6:]])
+    assert {w["name"] for w in doc["windows"]} == set(names) - {names[5]}
+    assert f"{names[5]}: left out" in " ".join(doc["notes"])
+    failed = replace(base[2], window=replace(base[2].window, failed_samples=3))
+    doc = calibrate(HERE / "profile.yaml", [*base[:2], failed, *base[3:]])
+    assert {w["name"] for w in doc["windows"]} == set(names) - {names[2]}
+    assert f"{names[2]}: left out (3 of" in " ".join(doc["notes"])
+    clean = calibrate(HERE / "profile.yaml", base)
+    assert "left out" not in " ".join(clean["notes"])
+    assert {w["name"] for w in clean["windows"]} == set(names)
