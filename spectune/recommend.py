@@ -2,8 +2,9 @@
 
 gamma* = argmax over 0..gamma_max of Sp(gamma), where 0 means "do not speculate". A
 smaller gamma wins a near-tie: the recommendation is the smallest gamma whose speedup is
-within ``tie_tolerance`` (relative) of the best, because a deeper draft that buys nothing
-measurable still costs memory, latency variance and drafter load.
+within ``tie_tolerance`` of the best (relative: Sp >= best / (1 + tie_tolerance)), because a
+deeper draft that buys nothing measurable still costs memory, latency variance and drafter
+load. The tables' legend says so (spectune.render.tie_rule).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from spectune.acceptance_sources import assumed_note
 from spectune.cost import step_cost
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment
@@ -57,10 +59,8 @@ def recommend(dep: Deployment) -> Recommendation:
     gamma_star = grid.gamma[idx]
     best = np.take_along_axis(sp, idx[..., None], axis=-1)[..., 0]
     limiter = _limiters(dep, grid, gamma_star)
-    notes = []
-    note = dep.acceptance.extrapolation_note(int(grid.gamma.max()))
-    if note:
-        notes.append(note)
+    acc = dep.acceptance
+    notes = [n for n in (assumed_note(acc), acc.extrapolation_note(int(grid.gamma.max()))) if n]
     # The engine sizes per-draft-position state (linear attention) by its largest gamma.
     mem = memory(dep.model, dep.drafter, dep.gpu, dep.parallelism,
                  grid.batch[:, None].astype(float), grid.context[None, :].astype(float),
