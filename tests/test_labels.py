@@ -115,6 +115,16 @@ def test_a_profile_source_saying_stated_is_not_repeated(tmp_path: Path) -> None:
     assert src == "stated alpha: measure yours with spectune observe"
 
 
+def test_check_warning_on_other_ngram_sizes_does_not_call_stated_acceptance_measured(tmp_path: Path) -> None:
+    prof = _write(tmp_path, drafter={"kind": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4})
+    serve = tmp_path / "serve.sh"
+    serve.write_text("vllm serve llama-3.1-8b --speculative-config "
+                     "'{\"method\":\"ngram\",\"num_speculative_tokens\":1}'\n")
+    doc = json.loads(_run("check", str(serve), "--profile", str(prof), "-o", "json").stdout)
+    warning = next(w for w in doc["warnings"] if "prompt_lookup_min/max" in w)
+    assert "measured" not in warning and "the profile's acceptance" in warning
+
+
 def test_every_acceptance_source_starts_with_how_it_is_known() -> None:
     from spectune.acceptance import ALPHA_OPTION, ORIGINS, Acceptance
 
