@@ -595,7 +595,7 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | N
     warn_if_too_big(memory(target.model, target.drafter, target.gpu, target.parallelism, batch, context,
                            gamma), batch, context)
     target = calibrated(target, calibration)
-    from spectune.acceptance_sources import assumed_note
+    from spectune.priors import assumed_note
 
     notes([n for n in (assumed_note(target.acceptance),) if n])
     emit(point_speedup_doc(target, batch, context, gamma, point_speedup(target, batch, context, gamma)), fmt)

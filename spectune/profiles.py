@@ -18,7 +18,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from spectune.acceptance_sources import acceptance_from_mapping, ngram_prior
 from spectune.deployment import (
     Deployment,
     Engine,
@@ -34,6 +33,8 @@ from spectune.hf_config import eagle_head, model_from_hf_config
 from spectune.inputs import input_file_problem, json_document, read_input, yaml_document
 from spectune.limits import DEFAULT_GAMMA_MAX, DEFAULT_TIE_TOLERANCE
 from spectune.model import UNIFORM, Drafter, Model, MoE, Routing
+from spectune.priors import ngram_prior
+from spectune.profile_acceptance import acceptance_from_mapping
 from spectune.profile_spec import BUILTIN, KERNEL_KEYS, PROFILE
 
 KINDS = ("gpus", "models", "drafters", "engines")

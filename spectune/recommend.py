@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from spectune.acceptance_sources import assumed_note
 from spectune.cost import step_cost
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment
 from spectune.memory import Memory, memory, require_weights_fit
+from spectune.priors import assumed_note
 from spectune.speedup import SpeedupGrid, speedup_grid
 from spectune.tree import verify_width
 
