@@ -3,9 +3,14 @@
 
 1. Cold wall time of `spectune recommend` on the shipped example, a fresh interpreter each
    run (median of N).
-2. Grid evaluation rate: (batch, context, gamma) points per second of the speedup grid.
+2. Start-up against the floor, in interleaved pairs (each pair runs both commands back to
+   back, so load on a shared machine hits both alike; the median of the per-pair ratios):
+   `spectune recommend` on the Llama-3.1-70B example with `-o json` over a bare
+   `import numpy, yaml, click, tabulate` (goal <= 1.3x), and `spectune --help` over a bare
+   `import click` (goal: click's cost alone).
+3. Grid evaluation rate: (batch, context, gamma) points per second of the speedup grid.
 
-Goals (issue 3): under 0.5 s cold on a 2-core machine; over 1e6 points/s.
+Goals: under 0.35 s cold on a 2-core machine; the ratios above; over 1e6 points/s.
 """
 
 from __future__ import annotations
@@ -33,6 +38,30 @@ def cold_runs(n: int = 7) -> list[float]:
     return times
 
 
+LLAMA = ROOT / "examples" / "llama-3.1-70b-h100-eagle3.yaml"
+
+
+def _wall(cmd: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def ratio(cmd: list[str], floor: list[str], pairs: int = 11) -> tuple[float, float, float]:
+    """Median over interleaved pairs of wall(cmd) / wall(floor), and the two medians (s)."""
+    _wall(cmd), _wall(floor)  # warm the file cache
+    a, b = [], []
+    for i in range(pairs):
+        if i % 2:  # alternate which goes first
+            b.append(_wall(floor))
+            a.append(_wall(cmd))
+        else:
+            a.append(_wall(cmd))
+            b.append(_wall(floor))
+    ratios = [x / y for x, y in zip(a, b, strict=True)]
+    return statistics.median(ratios), statistics.median(a), statistics.median(b)
+
+
 def grid_rate() -> tuple[int, float]:
     from spectune.profiles import load_deployment
     from spectune.speedup import speedup_grid
@@ -57,6 +86,13 @@ def main() -> None:
     runs = cold_runs()
     print(f"cold `spectune recommend {EXAMPLE.name}`: median {statistics.median(runs):.3f} s, "
           f"min {min(runs):.3f} s over {len(runs)} runs (goal < 0.35 s)")
+    py = [sys.executable]
+    r, a, b = ratio([*py, "-m", "spectune", "recommend", str(LLAMA), "-o", "json"],
+                    [*py, "-c", "import numpy, yaml, click, tabulate"])
+    print(f"start-up: `recommend {LLAMA.name} -o json` {a:.3f} s over bare imports of numpy, yaml, click "
+          f"and tabulate {b:.3f} s: {r:.2f}x (median of per-pair ratios; goal <= 1.30x)")
+    r, a, b = ratio([*py, "-m", "spectune", "--help"], [*py, "-c", "import click"])
+    print(f"start-up: `spectune --help` {a:.3f} s over a bare `import click` {b:.3f} s: {r:.2f}x")
     points, rate = grid_rate()
     print(f"speedup grid: {points:,} (batch, context, gamma) points at {rate:,.0f} points/s "
           f"(goal > 1,000,000)")

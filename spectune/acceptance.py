@@ -5,14 +5,25 @@ that draft token d is accepted given tokens 1..d-1 were. Then the expected numbe
 tokens committed by one verify of gamma drafts is (seed 003; seed 001 for i.i.d. alpha)
 
     m(gamma) = 1 + sum_{d<=gamma} prod_{k<=d} a_k.
+
+Every acceptance says where it came from (``source``), and the source's first word says how
+it is known (:data:`ORIGINS`): ``measured`` (read from a server's counters or its log, with
+where and when), ``stated`` (typed in: a profile's ``acceptance`` or ``--alpha``) or
+``assumed`` (nothing was given: the n-gram prior of :mod:`spectune.priors`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+#: How an acceptance is known: the first word of its ``source``.
+ORIGINS = ("measured", "stated", "assumed")
+#: The source of an i.i.d. acceptance given with --alpha (or the library's ``alpha=``).
+ALPHA_OPTION = "stated alpha (--alpha)"
 
 
 @dataclass(frozen=True)
@@ -39,7 +50,7 @@ class Acceptance:
         return cls((float(alpha),), source)
 
     @classmethod
-    def from_marginal(cls, marginal: ArrayLike, source: str = "per-position") -> Acceptance:
+    def from_marginal(cls, marginal: ArrayLike, source: str = "stated per-position (marginal)") -> Acceptance:
         """From P(token d accepted) = prod_{k<=d} a_k, the form vLLM's per-position counter
         divided by the number of drafts gives."""
         p = np.asarray(marginal, dtype=float)
@@ -49,8 +60,9 @@ class Acceptance:
         return cls(tuple(float(x) for x in np.clip(cond, 0.0, 1.0)), source)
 
     @classmethod
-    def from_mean_length(cls, tau: float, k: int, source: str = "mean acceptance length") -> Acceptance:
-        """The i.i.d. alpha whose m(k) equals a measured mean acceptance length ``tau``."""
+    def from_mean_length(cls, tau: float, k: int,
+                         source: str = "stated mean acceptance length") -> Acceptance:
+        """The i.i.d. alpha whose m(k) equals a mean acceptance length ``tau``."""
         if not 1.0 <= tau <= k + 1:
             raise ValueError(f"mean acceptance length {tau} must lie in [1, {k + 1}] for {k} drafts")
         lo, hi = 0.0, 1.0
@@ -64,10 +76,18 @@ class Acceptance:
 
     @property
     def measured_positions(self) -> int:
+        """Positions given (measured, stated or assumed); deeper ones hold the last rate."""
         return len(self.rates)
 
+    @property
+    def origin(self) -> str:
+        """``measured``, ``stated`` or ``assumed`` (:data:`ORIGINS`): the first word of the
+        source; a source that starts with none of them is ``stated`` (never claimed measured)."""
+        word = re.split(r"[^a-z]", self.source.lower(), maxsplit=1)[0]
+        return word if word in ORIGINS else "stated"
+
     def conditional(self, depth: int) -> NDArray[np.float64]:
-        """a_1..a_depth, extrapolated past the measured positions."""
+        """a_1..a_depth, extrapolated past the positions given."""
         r = np.asarray(self.rates, dtype=float)
         if depth <= len(r):
             return r[:depth]
@@ -85,11 +105,11 @@ class Acceptance:
         return table[g]
 
     def extrapolation_note(self, gamma_max: int) -> str | None:
-        """Says how rates past the measured positions were made up, when they were."""
+        """Says how rates past the positions given were made up, when they were."""
         if gamma_max <= len(self.rates) or len(self.rates) == 1:
             return None
         return (
-            f"acceptance measured for {len(self.rates)} positions; positions "
+            f"acceptance {self.origin} for {len(self.rates)} positions; positions "
             f"{len(self.rates) + 1}..{gamma_max} hold the last conditional rate "
             f"a_{len(self.rates)} = {self.rates[-1]:.3f}"
         )

@@ -124,7 +124,7 @@ def widthdepth(profile: Deployment | str | Path, *, positions: int, batch: int |
     verifying positions / batch); kind ``WidthDepth``. ``alpha``: i.i.d. acceptance instead
     of the profile's; ``coactivation`` overrides the MoE routing's F; the drafter and the
     engine's overheads are priced only when asked (the seed takes them as free)."""
-    from spectune.acceptance import Acceptance
+    from spectune.acceptance import ALPHA_OPTION, Acceptance
     from spectune.documents import widthdepth_doc
     from spectune.errors import InputError
     from spectune.pricing import with_coactivation
@@ -135,7 +135,7 @@ def widthdepth(profile: Deployment | str | Path, *, positions: int, batch: int |
     if positions % b:
         raise InputError(f"--positions {positions} must be a multiple of --batch {b}")
     model = with_coactivation(dep.model, coactivation)
-    acc = Acceptance.iid(alpha, "--alpha") if alpha is not None else dep.acceptance
+    acc = Acceptance.iid(alpha, ALPHA_OPTION) if alpha is not None else dep.acceptance
     eng = dep.engine if with_engine else None
     drafter = dep.drafter if with_drafter else None
     wd = width_vs_depth(model, dep.gpu, dep.parallelism, eng, acc, positions, b, context, drafter)

@@ -6,7 +6,8 @@ The configuration as deployed is read by :mod:`spectune.serving_config` (a ``vll
 :mod:`spectune.engines`). This module predicts the throughput speedup at every operating
 point of the profile with the configured speculation, without it and at the
 recommendation. The gate passes when the configuration is within ``tolerance`` of the
-recommendation's speedup at every point and speculation slows no point down.
+recommendation's speedup at every point and speculation slows no point down; where the
+recommended gain is marginal (its band reaches below 1.0x) only the slowdown is gated.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ from spectune.recommend import Recommendation, recommend
 from spectune.version import __version__
 
 DEFAULT_TOLERANCE = DEFAULT_CHECK_TOLERANCE
+#: How the gate treats a marginal gain (the verdict's notes; docs/check.md says the same).
+MARGINAL_NOTE = ("marginal gain at {n} point(s) ({where}): the recommended settings speculate there, but "
+                 "the band of their predicted speedup reaches below 1.0x, so the gain may not be there. "
+                 "The gate does not fail a configuration for not speculating at such a point (only a "
+                 "slowdown fails it), and does not count a configured speculation's gain there as a "
+                 "certain win")
 
 
 @dataclass
@@ -155,8 +162,10 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
     configuration the engine can express (:func:`_reference`), not gamma* per (batch,
     context), which no engine can follow across context lengths -- and fails where more
     than ``tolerance`` is lost, or where the configured speculation slows a point down.
-    gamma* per point is reported alongside (``unconstrained_gamma``)."""
-    from spectune.documents import sig
+    Where the recommended gain is marginal (:func:`spectune.documents.marginal_gain`) only
+    the slowdown is gated. gamma* per point is reported alongside (``unconstrained_gamma``)."""
+    from spectune.band import speedup_bands
+    from spectune.documents import marginal_gain, sig
     from spectune.speedup import speedup_grid
 
     if not any(e in dep.engine.name.lower() for e in ENGINES) and dep.engine.name != "none":
@@ -180,7 +189,7 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
         grid = speedup_grid(replace(dep, gamma_max=gmax))
         notes.append(f"the configuration drafts up to {gmax} tokens, past the profile's gamma_max = "
                      f"{dep.gamma_max}: evaluated on a grid extended to {gmax} (acceptance past the "
-                     "measured positions holds the last rate)")
+                     "positions given holds the last rate)")
     kind = dep.drafter.kind
     label = engine_for(conf.engine).LABEL
     if conf.speculate and conf.method:
@@ -193,8 +202,10 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
                             f"{dep.drafter.path!r}")
     ref = _reference(rec, conf)
     sp = grid.speedup
+    low = speedup_bands(dep, rec.grid)[0]  # the validation band, or the calibration's own
     points = []
-    failing = 0
+    marginal_at: list[str] = []
+    failing = lenient = 0  # lenient: points passed on the marginal rule alone
     worst: dict[str, Any] | None = None
     gap = (0.0, 0, 0)  # largest shortfall of the recommended settings from gamma*, batch, context
     for i, b in enumerate(rec.grid.batch):
@@ -208,8 +219,13 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
             slows = sp_c < 1.0 - 1e-9
             # a point whose KV cache does not fit cannot run: reported, not gated
             feasible = bool(rec.feasible[i, j])
-            ok = not feasible or (shortfall <= tolerance and not slows)
+            # the recommended gain may not be there (band below 1.0x): only a slowdown fails
+            marginal = feasible and marginal_gain(float(sig(float(low[i, j, g_r]), 3)), g_r > 0)
+            ok = not feasible or (not slows and (shortfall <= tolerance or marginal))
             failing += not ok
+            if marginal:
+                marginal_at.append(f"batch {int(b)} at context {int(s):,}")
+            lenient += marginal and not slows and shortfall > tolerance
             if feasible and 1.0 - sp_r / sp_u > gap[0]:
                 gap = (1.0 - sp_r / sp_u, int(b), int(s))
             plain = float(b) / float(rec.grid.c0[i, j])
@@ -218,15 +234,16 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
                 "configured_gamma": g, "configured_speedup": sig(sp_c, 4),
                 "recommended_gamma": g_r, "recommended_speedup": sig(sp_r, 4),
                 "unconstrained_gamma": int(rec.gamma_star[i, j]), "unconstrained_speedup": sig(sp_u, 4),
-                "shortfall": sig(shortfall, 4), "slows_down": slows, "feasible": feasible, "ok": ok,
+                "shortfall": sig(shortfall, 4), "slows_down": slows, "marginal_gain": marginal,
+                "feasible": feasible, "ok": ok,
                 "plain_tokens_per_s": sig(plain, 5),
                 "configured_tokens_per_s": sig(plain * sp_c, 5),
                 "recommended_tokens_per_s": sig(plain * sp_r, 5),
             }
             points.append(point)
-            if feasible and (worst is None or shortfall > worst["shortfall"]):
+            if feasible and (slows or not marginal) and (worst is None or shortfall > worst["shortfall"]):
                 worst = {"batch": int(b), "context": int(s), "shortfall": shortfall}
-    if worst is None:  # no operating point fits in memory (the loader refuses weights that do not)
+    if worst is None:  # no gated point: none fits in memory, or every one is marginal
         worst = {"batch": int(rec.grid.batch[0]), "context": int(rec.grid.context[0]), "shortfall": 0.0}
     worst["shortfall"] = sig(worst["shortfall"], 4)
     exit_code = int(EXIT_GATE_FAILED if failing else EXIT_OK)
@@ -239,7 +256,11 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
                    + (f"; speculation slows {slow} point(s) down" if slow else ""))
     else:
         summary = (f"all {n} operating points within {tolerance * 100:g}% of the recommended settings' "
-                   f"speedup ({ref.label})")
+                   f"speedup ({ref.label})" if not lenient else
+                   f"all {n} operating points pass ({ref.label}): {n - lenient} within "
+                   f"{tolerance * 100:g}% of the recommended settings' speedup")
+    if lenient:
+        summary += f"; {lenient} point(s) of marginal gain held only to no slowdown (see notes)"
     if gap[0] > tolerance:
         b_gap = gap[1]
         per_batch = dict(per_batch_gamma(rec))
@@ -251,6 +272,9 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
                      f"gamma* speedup on the table at batch {b_gap}, context {gap[2]}: {why}; the gate "
                      "compares against the settings the engine can take (unconstrained_gamma in "
                      "-o yaml|json is gamma* per point)")
+    if marginal_at:
+        notes.append(MARGINAL_NOTE.format(n=len(marginal_at), where="; ".join(marginal_at[:4])
+                                          + ("; ..." if len(marginal_at) > 4 else "")))
     fix: dict[str, Any] | None = None
     if failing:
         notes += ref.notes

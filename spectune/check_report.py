@@ -46,7 +46,11 @@ CHECK_REPORT = Kind("CheckReport", "spectune check",
         Field("configured_gamma", _NAT), Field("configured_speedup", Number()),
         Field("recommended_gamma", _NAT), Field("recommended_speedup", Number()),
         Field("unconstrained_gamma", _NAT), Field("unconstrained_speedup", Number()),
-        Field("shortfall", Number()), Field("slows_down", Flag()), Field("feasible", Flag()),
+        Field("shortfall", Number()), Field("slows_down", Flag()),
+        Field("marginal_gain", Flag(description="the recommended settings speculate here with a speedup "
+                                                "band reaching below 1.0x: only a slowdown fails such a "
+                                                "point, and a gain there is no certain win")),
+        Field("feasible", Flag()),
         Field("ok", Flag()),
         *(Field(k, Number()) for k in ("plain_tokens_per_s", "configured_tokens_per_s",
                                        "recommended_tokens_per_s")))), 1)),

@@ -200,9 +200,9 @@ def cli(ctx: click.Context, quiet: bool) -> None:
 
     spectune prices one verify step and the drafter with a roofline cost model (MoE expert
     traffic, MLA / compressed attention, collectives, engine overheads), combines it with
-    acceptance (stated, or measured on a running vLLM / SGLang server) and recommends the
-    gamma that maximises throughput at each batch size and context length. gamma = 0
-    means: do not speculate there.
+    acceptance (stated, measured on a running vLLM / SGLang server, or for n-gram drafting
+    an assumed prior, said so) and recommends the gamma that maximises throughput at each
+    batch size and context length. gamma = 0 means: do not speculate there.
 
     \b
     Start with a shipped example (spectune profiles list examples):
@@ -595,6 +595,9 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | N
     warn_if_too_big(memory(target.model, target.drafter, target.gpu, target.parallelism, batch, context,
                            gamma), batch, context)
     target = calibrated(target, calibration)
+    from spectune.priors import assumed_note
+
+    notes([n for n in (assumed_note(target.acceptance),) if n])
     emit(point_speedup_doc(target, batch, context, gamma, point_speedup(target, batch, context, gamma)), fmt)
 
 
@@ -751,6 +754,9 @@ def check_command(serving_config: str, profile: str | None, profile_map: str | N
     Exit codes: 0 within --tolerance of the recommended settings' speedup everywhere;
     1 more than that left on the table somewhere, or speculation slows a point down;
     2 bad input (unparseable file, no engine command, bad profile).
+    A point of marginal gain (the recommended speedup's band reaches below 1.0x; marked
+    with a dagger, marginal_gain: true) fails only when speculation slows it down: not
+    speculating there passes, and a configured gain there is no certain win (see notes).
     -o markdown writes a report for a pull request (verdict, per-point table, fix).
 
     \b

@@ -215,8 +215,10 @@ class Text(Spec):
 
 @record
 class Flag(Spec):
+    description: str = ""
+
     def schema(self) -> Schema:
-        return {"type": "boolean"}
+        return {"type": "boolean", **({"description": self.description} if self.description else {})}
 
     def load(self, v: Any, path: str, r: Reader) -> bool:
         if not isinstance(v, bool):

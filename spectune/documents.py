@@ -36,6 +36,7 @@ _FRACTION = Number(minimum=0, maximum=1)
 _GB = Number(digits=4, description="GB (1e9 bytes) per GPU")
 _SPEEDUP = Number(digits=4, description="over plain decode (gamma 0) at the same point")
 _SECONDS = Number(digits=4, description="seconds")
+_MARGINAL = Flag(description="speculates (gamma > 0) while speedup_low < 1.0: the gain may be none")
 METADATA = Obj((Field("spectune", Text()), Field("schema", Text())))
 PARALLELISM = Obj((Field("tp", _POS), Field("ep", _POS), Field("dp", _POS)))
 _OPERATING = Obj((Field("batch", _POS), Field("gamma", _NAT),
@@ -93,6 +94,7 @@ RECOMMENDATION = Kind("Recommendation", "spectune recommend",
         Field("batch", _POS), Field("context", _NAT), Field("feasible", Const(True)),
         Field("memory_gb", _GB, required=False), Field("gamma", _NAT), Field("speedup", _SPEEDUP),
         Field("speedup_low", Number(), required=False), Field("speedup_high", Number(), required=False),
+        Field("marginal_gain", _MARGINAL, required=False),
         Field("speculate", Flag()), Field("limiter", Text()), Field("step_seconds", _SECONDS),
         Field("plain_step_seconds", _SECONDS), Field("speedups", List(_SPEEDUP, 1)),
         Field("ragged", Obj((
@@ -147,6 +149,14 @@ def deployment_doc(dep: Deployment) -> dict[str, Any]:
         "gamma_max": dep.gamma_max,
         "tie_tolerance": dep.tie_tolerance,
     }
+
+
+def marginal_gain(speedup_low: float, speculating: bool) -> bool:
+    """True for a point that speculates while the low end of its speedup band is below 1.0x:
+    the predicted gain may not be there. The one place this is decided, from the point's
+    ``speedup_low`` (whatever band made it: the validation band or a calibration's own,
+    spectune.band); ``check`` gates such points (spectune/check.py)."""
+    return bool(speculating) and speedup_low < 1.0
 
 
 def _band(speedup: float, low: float, high: float, speculating: bool) -> tuple[float, float]:
@@ -215,7 +225,8 @@ def recommendation_doc(rec: Recommendation, ragged: RaggedGrid | None = None,
             points.append({
                 "batch": b, "context": s, "feasible": True, "memory_gb": total[i, j], "gamma": gs,
                 "speedup": rec.speedup_star[i, j], "speedup_low": lo, "speedup_high": hi,
-                "speculate": gs > 0, "limiter": str(rec.limiter[i, j]),
+                "marginal_gain": marginal_gain(lo, gs > 0), "speculate": gs > 0,
+                "limiter": str(rec.limiter[i, j]),
                 "step_seconds": g.verify[i, j, gs] + g.draft[i, j, gs], "plain_step_seconds": g.c0[i, j],
                 "speedups": sp[i, j], **extra,
             })
@@ -277,7 +288,8 @@ SPEEDUP = Kind("Speedup", "spectune speedup",
     *(Field(k, Number(minimum=0, digits=6, description="seconds"), required=False)
       for k in ("plain_step_seconds", "verify_seconds", "draft_seconds")),
     Field("speedup", _SIG),
-    Field("speedup_low", Number(), required=False), Field("speedup_high", Number(), required=False))))
+    Field("speedup_low", Number(), required=False), Field("speedup_high", Number(), required=False),
+    Field("marginal_gain", _MARGINAL, required=False))))
 _SPEND = Obj((
     Field("batch", _POS), Field("tokens_per_sequence", _POS, attr="tokens"),
     Field("distinct_experts_per_layer", Number(minimum=0, digits=5), attr="distinct_experts"),
@@ -348,7 +360,7 @@ def point_speedup_doc(dep: Deployment, batch: int, context: int, gamma: int,
         "batch": batch, "context": context, "gamma": gamma, "acceptance": dep.acceptance.source,
         "expected_tokens": point.expected_tokens, "plain_step_seconds": point.plain_step,
         "verify_seconds": point.verify, "draft_seconds": point.draft, "speedup": point.speedup,
-        "speedup_low": band[0], "speedup_high": band[1],
+        "speedup_low": band[0], "speedup_high": band[1], "marginal_gain": marginal_gain(band[0], gamma > 0),
     })
 
 

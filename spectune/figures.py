@@ -104,17 +104,19 @@ def cost_ledger(steps: Sequence[dict[str, Any]]) -> str:
     return _svg(fig)
 
 
-def acceptance_bars(conditional: Sequence[float], measured: int, gamma_max: int) -> str:
-    """Conditional acceptance a_i per draft position: measured positions solid, the
-    extrapolated ones (holding the last measured rate) hatched."""
+def acceptance_bars(conditional: Sequence[float], given: int, gamma_max: int,
+                    origin: str = "stated") -> str:
+    """Conditional acceptance a_i per draft position: the ``given`` positions solid,
+    labelled by ``origin`` (measured, stated or assumed), the extrapolated ones (holding the
+    last given rate) hatched."""
     plt = _pyplot()
     n = max(gamma_max, len(conditional))
     rates = [conditional[min(i, len(conditional) - 1)] for i in range(n)]
     fig, ax = plt.subplots(figsize=(4.6, 2.6))
     pos = list(range(1, n + 1))
-    ax.bar(pos[:measured], rates[:measured], color=PALETTE[0], label="measured / stated")
-    if n > measured:
-        ax.bar(pos[measured:], rates[measured:], color="white", edgecolor=PALETTE[0], hatch="///",
+    ax.bar(pos[:given], rates[:given], color=PALETTE[0], label=origin)
+    if n > given:
+        ax.bar(pos[given:], rates[given:], color="white", edgecolor=PALETTE[0], hatch="///",
                label="extrapolated")
     ax.set_xticks(pos)
     ax.set_xlabel("draft position i")

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from spectune.acceptance import Acceptance
+from spectune.acceptance import ALPHA_OPTION, Acceptance
 from spectune.deployment import Deployment, Workload
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def prepare(dep: Deployment, *, observation: Observation | None = None, alpha: f
                                     keep_contexts=bool(context_lengths))
         dep, observed, notes = applied.deployment, applied.batch_mix, applied.notes
     if alpha is not None:
-        dep = replace(dep, acceptance=Acceptance.iid(alpha, "--alpha"))
+        dep = replace(dep, acceptance=Acceptance.iid(alpha, ALPHA_OPTION))
     if batch_sizes or context_lengths:
         dep = replace(dep, workload=Workload(tuple(batch_sizes) or dep.workload.batch_sizes,
                                              tuple(context_lengths) or dep.workload.context_lengths))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from spectune.acceptance import Acceptance
+from spectune.acceptance import ALPHA_OPTION, Acceptance
 from spectune.cost import StepCost, marginal_cost, step_cost
 from spectune.deployment import NO_ENGINE, Deployment, Engine, Parallelism, Workload, parallelism_problem
 from spectune.envelope import Document
@@ -156,7 +156,7 @@ def speedup_deployment(target: Target, batch: int, context: int, *, drafter: Dra
     else:
         raise InputError("give --draft-cost or --drafter (or --profile)")
     if alpha is not None:
-        acc = Acceptance.iid(alpha, "--alpha")
+        acc = Acceptance.iid(alpha, ALPHA_OPTION)
     elif dep is not None:
         acc = dep.acceptance
     else:

@@ -217,13 +217,13 @@ ACCEPTANCE = Either((Number(minimum=0.0, maximum=1.0, description="alpha"), Obj(
     _opt("marginal", RATES),
     _opt("mean_length", Number(minimum=1.0, maximum=MAX_GAMMA + 1.0,
                                description="mean tokens committed per verify (<= drafts + 1)")),
-    _opt("drafts", _whole(1, MAX_GAMMA, "draft tokens mean_length was measured with")),
+    _opt("drafts", _whole(1, MAX_GAMMA, "draft tokens per verify that mean_length is for")),
     _text("source"),
 ), "acceptance: one of alpha, per_position (conditional a_1..a_K), marginal, mean_length",
     rules=(one_of_keys(ACCEPTANCE_FORMS, "alpha, per_position (conditional a_1..a_K), marginal "
                                          "(accepted at position i / drafts) or mean_length (with drafts)"),
            needs("mean_length", None, ("drafts",), "mean_length needs 'drafts': the number of draft "
-                                                  "tokens it was measured with")))),
+                                                  "tokens per verify it is for")))),
     "a rate in [0, 1] or a mapping", "draft token acceptance (required unless the drafter is ngram)")
 
 

@@ -12,14 +12,12 @@ refers to them by file name or alias.
 from __future__ import annotations
 
 import difflib
-import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from spectune.acceptance import Acceptance
 from spectune.deployment import (
     Deployment,
     Engine,
@@ -35,7 +33,9 @@ from spectune.hf_config import eagle_head, model_from_hf_config
 from spectune.inputs import input_file_problem, json_document, read_input, yaml_document
 from spectune.limits import DEFAULT_GAMMA_MAX, DEFAULT_TIE_TOLERANCE
 from spectune.model import UNIFORM, Drafter, Model, MoE, Routing
-from spectune.profile_spec import ACCEPTANCE_FORMS, BUILTIN, KERNEL_KEYS, PROFILE
+from spectune.priors import ngram_prior
+from spectune.profile_acceptance import acceptance_from_mapping
+from spectune.profile_spec import BUILTIN, KERNEL_KEYS, PROFILE
 
 KINDS = ("gpus", "models", "drafters", "engines")
 KeyPath = tuple[str, ...]
@@ -336,28 +336,6 @@ def load_drafter(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Drafte
 
 
 # --------------------------------------------------------------------------- deployment
-def acceptance_from_mapping(doc: Doc, path: KeyPath, value: Any) -> Acceptance:
-    if not isinstance(value, Mapping):
-        return Acceptance.iid(float(value), "stated alpha")
-    v = value
-    kind = next(k for k in ACCEPTANCE_FORMS if k in v)  # exactly one: the definition's rule
-    src = str(v.get("source") or "")
-    if kind == "alpha":
-        return Acceptance.iid(float(v["alpha"]), src or "stated alpha")
-    if kind in ("per_position", "marginal"):
-        rates = [float(x) for x in v[kind]]
-        if kind == "marginal":
-            if any(b > a + 1e-9 for a, b in itertools.pairwise(rates)):
-                raise doc.error((*path, kind), "marginal acceptance must not increase with position")
-            return Acceptance.from_marginal(rates, src or "stated per-position (marginal)")
-        return Acceptance(tuple(rates), src or "stated per-position (conditional)")
-    k = int(v["drafts"])
-    tau = float(v["mean_length"])
-    if tau > k + 1:
-        raise doc.error((*path, "mean_length"), f"expected a number <= drafts + 1 = {k + 1}, got {tau:g}")
-    return Acceptance.from_mean_length(tau, k, src or "stated mean acceptance length")
-
-
 def _resolve(doc: Doc, path: KeyPath, value: Any, loader: Callable[..., Any],
              from_mapping: Callable[..., Any]) -> Any:
     """A built-in by name, or the (validated) mapping given inline."""
@@ -409,7 +387,8 @@ def deployment_from_doc(doc: Doc) -> Deployment:
     if "acceptance" not in v and drafter.kind != "ngram":
         raise doc.error((), "missing required key 'acceptance' (alpha, per_position, marginal "
                             "or mean_length), or pass --observed / --metrics-url")
-    acceptance = acceptance_from_mapping(doc, ("acceptance",), v.get("acceptance", 0.5))
+    acceptance = (acceptance_from_mapping(doc, ("acceptance",), v["acceptance"]) if "acceptance" in v
+                  else ngram_prior())  # labelled assumed, with a note
     gamma_max = int(v.get("gamma_max", DEFAULT_GAMMA_MAX))
     tol = float(v.get("tie_tolerance", DEFAULT_TIE_TOLERANCE))
     name = str(v.get("name") or Path(doc.file).stem)

@@ -2,8 +2,9 @@
 
 gamma* = argmax over 0..gamma_max of Sp(gamma), where 0 means "do not speculate". A
 smaller gamma wins a near-tie: the recommendation is the smallest gamma whose speedup is
-within ``tie_tolerance`` (relative) of the best, because a deeper draft that buys nothing
-measurable still costs memory, latency variance and drafter load.
+within ``tie_tolerance`` of the best (relative: Sp >= best / (1 + tie_tolerance)), because a
+deeper draft that buys nothing measurable still costs memory, latency variance and drafter
+load. The tables' legend says so (spectune.render.tie_rule).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from spectune.cost import step_cost
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment
 from spectune.memory import Memory, memory, require_weights_fit
+from spectune.priors import assumed_note
 from spectune.speedup import SpeedupGrid, speedup_grid
 from spectune.tree import verify_width
 
@@ -61,10 +63,8 @@ def recommend(dep: Deployment) -> Recommendation:
     best = np.take_along_axis(sp, idx[..., None], axis=-1)[..., 0]
     lo, hi = (np.take_along_axis(a, idx[..., None], axis=-1)[..., 0] for a in speedup_bands(dep, grid))
     limiter = _limiters(dep, grid, gamma_star)
-    notes = []
-    note = dep.acceptance.extrapolation_note(int(grid.gamma.max()))
-    if note:
-        notes.append(note)
+    acc = dep.acceptance
+    notes = [n for n in (assumed_note(acc), acc.extrapolation_note(int(grid.gamma.max()))) if n]
     # The engine sizes per-draft-position state (linear attention) by its largest gamma.
     mem = memory(dep.model, dep.drafter, dep.gpu, dep.parallelism,
                  grid.batch[:, None].astype(float), grid.context[None, :].astype(float),

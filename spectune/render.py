@@ -126,12 +126,34 @@ def feasible(p: dict[str, Any]) -> bool:
     return p.get("feasible", True) is not False and p.get("speedup") is not None
 
 
+#: The mark of a point whose gain is marginal (``marginal_gain``), and its legend line.
+MARGINAL_MARK = "†"
+MARGINAL_LEGEND = (f"{MARGINAL_MARK} marginal gain: γ* speculates but the band's low end is below 1.0×, "
+                   "so the gain may not be there (`spectune check` does not require speculation at "
+                   "such a point, nor counts it as a certain win)")
+
+
+def tie_rule(tolerance: float) -> str:
+    """How gamma* breaks ties, for legends (spectune/recommend.py ``choose``)."""
+    return (f"γ* is the smallest γ whose predicted speedup is within the tie tolerance "
+            f"({tolerance * 100:g}%) of the best")
+
+
 def _speedup(p: dict[str, Any]) -> str:
-    """``2.56×`` or, when the point carries its prediction band, ``2.56× (2.30–2.80)``."""
+    """``2.56×`` or, when the point carries its prediction band, ``2.56× (2.30–2.80)``; a
+    marginal gain ends with :data:`MARGINAL_MARK`."""
     text = f"{p['speedup']:.2f}×"
     if p.get("speedup_low") is not None and p.get("speedup_high") is not None:
         text += f" ({p['speedup_low']:.2f}–{p['speedup_high']:.2f})"
-    return text
+    return text + (f" {MARGINAL_MARK}" if p.get("marginal_gain") else "")
+
+
+def _legend_lines(doc: Document) -> list[str]:
+    """The tie rule, and the marginal-gain line when a point carries the mark."""
+    lines = [tie_rule(doc["deployment"]["tie_tolerance"]) + ", so a deeper draft must buy more than that"]
+    if any(p.get("marginal_gain") for p in doc["points"]):
+        lines.append(MARGINAL_LEGEND)
+    return lines
 
 
 def _recommendation_head(doc: Document, fmt: str) -> str:
@@ -211,7 +233,7 @@ def _recommendation_grid(doc: Document, fmt: str, wide: bool) -> str:
                  if wide else "")
               + "rows: concurrent sequences, columns: context length in tokens; more per point: "
               "--detail")
-    tail = [legend, *footnotes]
+    tail = [legend, *_legend_lines(doc), *footnotes]
     text = _recommendation_head(doc, fmt) + grid(rows, headers, fmt) + "\n" + "\n".join(tail) + "\n"
     if "ragged" in doc:
         text += "\n" + _ragged_table(doc, fmt)
@@ -243,7 +265,7 @@ def _recommendation_detail(doc: Document, fmt: str) -> str:
               "tok/s: decode tokens per second of the whole instance at that batch size; plain: "
               "without speculation; limited by: the costliest part of the speculative step")
     text = (_recommendation_head(doc, fmt) + grid(rows, headers, fmt) + "\n"
-            + "\n".join([legend, *footnotes]) + "\n")
+            + "\n".join([legend, *_legend_lines(doc), *footnotes]) + "\n")
     if "ragged" in doc:
         text += "\n" + _ragged_table(doc, fmt)
     if "slo" in doc:
@@ -383,6 +405,7 @@ def _check_table(doc: Document, fmt: str) -> str:
     for p in doc["points"]:
         mark = ("no fit" if not p.get("feasible", True) else "ok" if p["ok"]
                 else ("SLOWER" if p["slows_down"] else "FAIL"))
+        mark += f" {MARGINAL_MARK}" if p.get("marginal_gain") else ""
         rows.append([p["batch"], f"{p['context']:,}", gamma(p["configured_gamma"]),
                      f"{p['configured_speedup']:.2f}x", gamma(p["recommended_gamma"]),
                      f"{p['recommended_speedup']:.2f}x", f"{max(p['shortfall'], 0.0) * 100:.1f}%", mark,
@@ -410,7 +433,9 @@ def _check_table(doc: Document, fmt: str) -> str:
                   f"configured ({cfg['engine']}, {cfg['format']}): {what}; profile {prof['name']}", ""]
     text = "\n".join(lines) + "\n" if lines else ""
     text += grid(rows, headers, fmt)
-    tail: list[str] = []
+    tail: list[str] = (["", f"{MARGINAL_MARK} marginal gain: the recommended speedup's band reaches below "
+                        "1.0×; only a slowdown fails such a point, and its gain is no certain win"]
+                       if any(p.get("marginal_gain") for p in doc["points"]) else [])
     if doc["warnings"]:
         tail += ["", "**Warnings**" if md else "warnings:"]
         tail += [f"- {w}" for w in doc["warnings"]]

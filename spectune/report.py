@@ -22,7 +22,7 @@ from typing import Any
 from spectune.envelope import Document, envelope
 from spectune.errors import SpectuneError
 from spectune.recommend import Recommendation
-from spectune.render import band_words, feasible
+from spectune.render import MARGINAL_LEGEND, MARGINAL_MARK, band_words, feasible, tie_rule
 from spectune.version import __version__
 
 CSS = """
@@ -58,7 +58,7 @@ def band_text(p: dict[str, Any]) -> str:
     lo, hi = p.get("speedup_low"), p.get("speedup_high")
     if lo is None or hi is None:
         return ""
-    return f"({lo:.2f}–{hi:.2f})"
+    return f"({lo:.2f}–{hi:.2f})" + (f" {MARGINAL_MARK}" if p.get("marginal_gain") else "")
 
 
 def _e(x: Any) -> str:
@@ -274,7 +274,7 @@ def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str,
     curve_batches = pick(batches, 5)
     steps = ledger_steps(rec, doc, context, pick(batches, 4))
     acc = doc["acceptance"]
-    measured = len(acc["conditional"]) if len(acc["conditional"]) > 1 else dep["gamma_max"]
+    given = len(acc["conditional"]) if len(acc["conditional"]) > 1 else dep["gamma_max"]
     par = dep["parallelism"]
     title = f"{dep['model']['name']} on {dep['gpu']['name']} with {dep['drafter']['name']}"
     has_band = any(band_text(p) for p in doc["points"])
@@ -282,6 +282,8 @@ def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str,
     legend = ("Each cell: γ*, the draft length that maximises decode throughput there, and the "
               "predicted throughput speedup over plain decode (×)"
               + (f"; in brackets the prediction's band, {band_words(doc)}" if has_band else "")
+              + f". {tie_rule(dep['tie_tolerance'])}"
+              + (f". {MARGINAL_LEGEND}" if any(p.get("marginal_gain") for p in doc["points"]) else "")
               + ". Darker = larger speedup. <b>off</b>: speculation does not pay (γ = 0)"
               + ("; hatched —: the point cannot run (reason in the cell)" if has_infeasible else "")
               + ". Hover a cell for the component that costs most there.")
@@ -314,7 +316,8 @@ def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str,
         "<h2>4. Acceptance per draft position</h2>",
         f'<p class="note">Source: {_e(acc["source"])}.'
         + (f" {_e(acc['extrapolation'])}." if acc.get("extrapolation") else "") + "</p>",
-        figures.acceptance_bars(acc["conditional"], measured, dep["gamma_max"]),
+        figures.acceptance_bars(acc["conditional"], given, dep["gamma_max"],
+                                rec.deployment.acceptance.origin),
         _acceptance_table(acc),
         "<h2>5. Inputs and their sources</h2>", _inputs(doc, sources),
     ]

@@ -235,7 +235,7 @@ def vllm_speculative_config(rec: Recommendation, weights: Mapping[int, float] | 
         cfg["model"] = path
     cfg["num_speculative_tokens"] = k
     if method == "ngram" and dep.drafter.prompt_lookup_max:
-        # The n-gram sizes the acceptance was measured with (vLLM defaults both to 5 when
+        # The n-gram sizes the acceptance holds for (vLLM defaults both to 5 when
         # unset: vllm/config/speculative.py, SpeculativeConfig.__post_init__).
         cfg["prompt_lookup_min"] = dep.drafter.prompt_lookup_min
         cfg["prompt_lookup_max"] = dep.drafter.prompt_lookup_max
@@ -532,7 +532,7 @@ def same_method(configured: str, expected: str) -> bool:
 
 def profile_warnings(conf: Configured, dep: Deployment) -> list[str]:
     """``conf.warnings`` with what differs from the profile's drafter in ways vLLM runs
-    differently: the n-gram sizes the acceptance was measured with."""
+    differently: the n-gram sizes the profile's acceptance holds for."""
     warnings = list(conf.warnings)
     want = (dep.drafter.prompt_lookup_min, dep.drafter.prompt_lookup_max)
     if conf.speculate and conf.method == "ngram" and want[1] and conf.prompt_lookup != want:
@@ -540,7 +540,7 @@ def profile_warnings(conf: Configured, dep: Deployment) -> list[str]:
         if got != want:
             warnings.append(f"configured n-gram prompt_lookup_min/max = {got[0]}/{got[1]} "
                             f"differ from the profile's {want[0]}/{want[1]}: the server drafts "
-                            "differently from what the acceptance was measured with")
+                            "differently from what the profile's acceptance holds for")
     return warnings
 
 
