@@ -167,7 +167,9 @@ def histogram_delta(first: Exposition, last: Exposition, base: str,
 class Capture:
     """A finished window: the successful ``snapshots`` in time order and what is known about
     how they were taken (``source`` URL without credentials, ``interval_seconds`` between
-    samples, ``failed_samples`` that gave no answer, ``notes`` about retries)."""
+    samples, ``failed_samples`` that gave no answer, ``notes`` about retries;
+    ``count_slack``: the relative slack :func:`spectune.observe.counts.check_counts` allows,
+    0 for exact counter deltas)."""
 
     snapshots: tuple[Snapshot, ...]
     source: str
@@ -175,3 +177,4 @@ class Capture:
     failed_samples: int = 0
     notes: tuple[str, ...] = ()
     engine_version: str | None = None
+    count_slack: float = 0.0
