@@ -151,6 +151,8 @@ MALFORMED: list[tuple[str, str, Fix, str]] = [
     ("time-inf", Q_DRAFTS, stamp(1e999), "has the time inf"),
     ("time-1e300", Q_DRAFTS, stamp(1e300), "not the time asked"),
     ("time-negative", Q_DRAFTS, stamp(-1), "not the time asked"),
+    ("time-400-digits", Q_DRAFTS, stamp(10**400), "has the time 1000000000"),
+    ("sample-400-digits", Q_DRAFTS, sample(10**400), "is inf; expected a finite number"),
     ("time-text", Q_DRAFTS, stamp("now"), "has the time 'now'"),
     ("time-null", Q_DRAFTS, stamp(None), "has the time null"),
     ("metric-missing", Q_DRAFTS, drop("metric"), "metric is null"),
@@ -298,3 +300,31 @@ def test_drafts_without_per_position_series_give_mean_length_acceptance() -> Non
                                      "-o", "json"])
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["acceptance"]["kind"] == "mean-length"
+
+
+def test_a_bucket_bound_that_is_no_number_is_refused_on_both_paths() -> None:
+    """A histogram bucket with le="abc" (neither parser checks it) ended in exit 70 on both
+    paths; now the histogram delta both share refuses it in the same words."""
+    bucket = "vllm:iteration_tokens_total_bucket"
+
+    def answer(path: str, form: dict[str, str]) -> Answer:
+        kind, result = good_result(path, form)
+        name = metric_of(form["query"])
+        if name.startswith("vllm:iteration_tokens_total"):
+            extra = {"le": "abc"} if name == bucket else {}
+            result = [{"metric": {**POD, **extra}, "value": [float(form["time"]), "5"]}]
+        return 200, "application/json", json.dumps({"status": "success",
+                                                    "data": {"resultType": kind, "result": result}})
+
+    def page(n: int) -> Reply:
+        e = Engine(drafts=100.0 * n, draft_tokens=300.0 * n, accepted=150.0 * n,
+                   per_pos=(80.0 * n, 50.0 * n, 20.0 * n), iteration=(5.0 * n, 10.0 * n))
+        return Reply(body=vllm_text(e).replace(f'{bucket}{{engine="0",model_name="tiny-llama",le="1.0"}}',
+                                               f'{bucket}{{engine="0",model_name="tiny-llama",le="abc"}}'))
+
+    words = f"{bucket} has le='abc'; expected a bucket bound (a number or +Inf)"
+    with fake_prometheus(answer) as (url, _):
+        assert one_line(observe(url), 5).endswith(words)
+    with MetricsServer(page) as srv:
+        assert one_line(CliRunner().invoke(cli, ["observe", srv.url, "--window", "0.6", "--interval", "0.3"]),
+                        5).endswith(words)

@@ -164,7 +164,7 @@ def _sample(pair: Any, asked: Asked, what: str) -> tuple[float, float]:
         shape = f"a list of {len(pair)} item(s)" if isinstance(pair, list) else describe(pair)
         raise asked.fail(f"{what} is {shape}; expected [time, \"value\"]")
     t, v = pair
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(_float(t)):
         raise asked.fail(f"{what} has the time {describe(t)}; expected finite Unix seconds")
     if isinstance(v, bool) or not isinstance(v, (str, int, float)):
         raise asked.fail(f"{what} is {describe(v)}; expected a number (as text)")
@@ -172,9 +172,19 @@ def _sample(pair: Any, asked: Asked, what: str) -> tuple[float, float]:
         x = float(v)
     except ValueError:
         raise asked.fail(f"{what} is {describe(v)}; expected a number (as text)") from None
+    except OverflowError:  # a JSON integer of hundreds of digits
+        x = math.inf
     if not math.isfinite(x):
         raise asked.fail(f"{what} is {x}; expected a finite number")
     return float(t), x
+
+
+def _float(x: int | float) -> float:
+    """``x`` as a float; inf for an integer too large for one (JSON integers are unbounded)."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf
 
 
 def _once(series: Series, kind: str, seen: set[tuple[str, LabelSet]], asked: Asked) -> None:
