@@ -45,6 +45,11 @@ MAX_METRICS_BYTES = 16 * 1024 * 1024  # one /metrics body
 MAX_PROBE_BYTES = 64 * 1024  # /version, /get_server_info
 MAX_POSITIONS = MAX_GAMMA  # per-position acceptance counters (position label 0..63)
 MAX_COUNT = float(2**53)
+# observe --prometheus (Prometheus sets no limit of its own): Kubernetes label values are at
+# most 63 characters, model paths a few hundred; a fleet table of 10,000 groups is past any
+# real fleet, and each group costs an analysis (about a millisecond)
+MAX_LABEL_CHARS = 4_096
+MAX_PROMETHEUS_GROUPS = 10_000
 MAX_WINDOW_SECONDS = 7 * 86_400.0  # --window, --interval
 MIN_WINDOW_SECONDS = 0.1
 MIN_INTERVAL_SECONDS = 0.05

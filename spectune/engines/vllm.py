@@ -104,6 +104,7 @@ from spectune.errors import InputError
 from spectune.inputs import input_file_problem, read_input, yaml_documents
 from spectune.limits import MAX_GPUS, MAX_POSITIONS
 from spectune.manifests import child, line_of
+from spectune.observe.counts import check_segment
 from spectune.observe.exposition import Exposition, Series
 from spectune.observe.faults import BadBodyFault, NoSpeculativeTraffic, SpeculationNotEnabled
 from spectune.observe.observation import (
@@ -570,6 +571,11 @@ SPECULATION_SERIES: tuple[str, ...] = COUNTERS  # any of them in a window: the s
 
 V1_METRICS = "vllm:spec_decode_* counters (V1 engine, per-position)"
 V0_METRICS = "vllm:spec_decode_* counters (V0 engine: accepted/draft/emitted, no per-position)"
+V0_NO_POSITIONS = ("vLLM V0 metrics have no per-position counts; the acceptance given to recommend "
+                   "is the i.i.d. alpha matching the mean length")
+V1_NO_POSITIONS = (f"no {PER_POS} series in the window (only the drafts counters): the acceptance "
+                   "given to recommend is the i.i.d. alpha matching the mean acceptance length, "
+                   "with K = draft tokens / drafts rounded, not measured per position")
 PLAIN_METRICS = "vllm: step histograms only (speculation off)"
 
 
@@ -715,6 +721,11 @@ def analyse(capture: Capture, model: str | None, kind: str | None = None) -> Obs
             emitted = summed_delta(e0, e1, V0_EMITTED, where)
             rows.append(_Counts(g, (emitted - acc) if emitted is not None else 0.0, dtok, acc, {}, emitted))
 
+    for i, r in enumerate(rows):  # the checks of counts however they came in (/metrics, Prometheus)
+        acc, per_position, note = check_segment(r.drafts, r.draft_tokens, r.accepted, r.per_position,
+                                                capture.source, capture.count_slack)
+        rows[i] = r._replace(accepted=acc, per_position=per_position)
+        notes += [note] if note else []
     seg_info = tuple(SegmentInfo(iso(r.segment.start) or "", iso(r.segment.end) or "", r.segment.seconds,
                                  r.segment.samples, r.drafts, r.draft_tokens, r.accepted,
                                  r.segment.reset_before) for r in rows)
@@ -767,34 +778,35 @@ def analyse(capture: Capture, model: str | None, kind: str | None = None) -> Obs
     vtxt = f"vLLM {version}" if version else "vLLM"
     mtxt = f", model {model}" if model else ""
     when = f"{iso(times[0])} + {seconds:.0f} s"
-    if kind == "v1":
-        spec = speculation(drafts, dtok, acc, accepted_pp, k_pos, basis)
+    spec = speculation(drafts, dtok, acc, accepted_pp, k_pos, basis)
+    if kind == "v1" and spec.per_position is not None:
         if k_pos and drafts > 0 and dtok < drafts * k_pos - 0.5:
             notes.append(f"mean draft length {dtok / drafts:.2f} < K = {k_pos}: some drafts were "
                          "shorter than K (e.g. n-gram matches near the end of the context); "
                          "per-position rates count a missing draft token as not accepted")
-        assert spec.per_position is not None
         acceptance = AcceptanceInfo(
             "per-position", spec.per_position.conditional,
             f"measured: {vtxt} at {capture.source}{mtxt}, {when}, {drafts:g} drafts "
             "(per-position counters)")
     else:
+        if kind == "v1":  # the drafts counters without their per-position series
+            notes.append(V1_NO_POSITIONS)
         k = round(dtok / drafts) if drafts > 0 else None
         tau = 1.0 + acc / drafts
         spec = Speculation(drafts, dtok, acc, k, dtok / drafts, tau, acc / dtok if dtok else None,
-                           None, "vLLM V0 metrics have no per-position counts; the acceptance "
-                                 "given to recommend is the i.i.d. alpha matching the mean length",
-                           basis)
+                           None, V1_NO_POSITIONS if kind == "v1" else V0_NO_POSITIONS, basis)
         if k is None or k < 1:
-            raise NoSpeculativeTraffic("vLLM V0 metrics: cannot derive the draft length from the window")
+            raise NoSpeculativeTraffic(f"vLLM {kind.upper()} metrics: cannot derive the draft length from "
+                                       "the window")
         iid = Acceptance.from_mean_length(min(max(tau, 1.0), k + 1.0), k,
-                                          f"measured: {vtxt} V0 at {capture.source}{mtxt}, {when}: "
-                                          "i.i.d. alpha from mean acceptance length")
+                                          f"measured: {vtxt} {kind.upper()} at {capture.source}{mtxt}, "
+                                          f"{when}: i.i.d. alpha from mean acceptance length")
         acceptance = AcceptanceInfo("mean-length", iid.rates, iid.source)
 
     op, steps = _operating_point(capture, model, segs, spec)
     return Observation(
-        engine=EngineInfo("vllm", version, V1_METRICS if kind == "v1" else V0_METRICS),
+        engine=EngineInfo("vllm", version, V0_METRICS if kind == "v0" else V1_METRICS if spec.per_position
+                          else V1_METRICS.replace("per-position", "no per-position series")),
         model_name=model,
         source=Source("metrics", capture.source),
         window=Window(iso(times[0]), iso(times[-1]), seconds, capture.interval_seconds, len(snaps),

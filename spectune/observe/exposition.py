@@ -116,6 +116,20 @@ def _describe(body: str) -> str:
     return "text that is not Prometheus exposition format"
 
 
+def check_sample(series: Series, kind: str, seen: set[tuple[str, LabelSet]], within: str) -> None:
+    """The checks every sample passes, from a scrape or a Prometheus answer (``within`` says
+    which, for the message): a series (name and labels) appears once in it -- refused rather
+    than summed, which would count it twice -- and a ``counter`` or ``histogram`` (``kind``)
+    is finite. Adds the series to ``seen``; raises :class:`BadBodyFault`."""
+    key = (series.name, series.labels)
+    if key in seen:
+        raise BadBodyFault(f"the series {_show(series)} appears twice in {within} "
+                           "(a broken exporter or proxy): refused rather than counted twice")
+    seen.add(key)
+    if kind in ("counter", "histogram") and not math.isfinite(series.value):
+        raise BadBodyFault(f"the {kind} sample {_show(series)} is {series.value}, not a finite count")
+
+
 def parse_exposition(body: str, content_type: str | None = None) -> Exposition:
     """Parse one scrape. Raises :class:`BadBodyFault` (exit 5) when ``body`` is not exposition text.
 
@@ -145,14 +159,7 @@ def parse_exposition(body: str, content_type: str | None = None) -> Exposition:
             types[family.name] = family.type
             for s in family.samples:
                 series = Series(s.name, _labels(s.labels), float(s.value))
-                key = (series.name, series.labels)
-                if key in seen:
-                    raise BadBodyFault(f"the series {_show(series)} appears twice in one scrape "
-                                       "(a broken exporter or proxy): refused rather than counted twice")
-                seen.add(key)
-                if family.type in ("counter", "histogram") and not math.isfinite(series.value):
-                    raise BadBodyFault(f"the {family.type} sample {_show(series)} is {series.value}, "
-                                       "not a finite count")
+                check_sample(series, family.type, seen, "one scrape")
                 by_name.setdefault(s.name, []).append(series)
     except BadBodyFault:
         raise

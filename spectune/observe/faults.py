@@ -10,7 +10,8 @@ code   exception                           meaning
                                            unreadable --observed / --log file
 3      :class:`ConnectionFault`            connection refused, reset or host unreachable
 4      :class:`HTTPStatusFault`            the server answered 4xx/5xx (after retries for 5xx)
-5      :class:`BadBodyFault`               the body is not Prometheus text (HTML, JSON, empty)
+5      :class:`BadBodyFault`               the body is not Prometheus text (HTML, JSON, empty),
+                                           or malformed / inconsistent (a Prometheus answer too)
 6      :class:`NoSpeculativeTraffic`       speculation is set up but made no drafts in the window
 7      :class:`SpeculationNotEnabled`      no spec-decode metrics at all (or not an LLM server)
 8      :class:`DNSFault`                   the host name does not resolve
@@ -100,7 +101,8 @@ EXIT_CODES: tuple[tuple[int, type[ObserveError], str], ...] = (
                                     "--model-name, unreadable file)"),
     (EXIT_CONNECTION, ConnectionFault, "connection refused, reset or unreachable"),
     (EXIT_HTTP_STATUS, HTTPStatusFault, "HTTP error status (4xx; 5xx after retries)"),
-    (EXIT_BAD_BODY, BadBodyFault, "body is not Prometheus text (HTML, JSON, empty, garbage)"),
+    (EXIT_BAD_BODY, BadBodyFault, "body is not Prometheus text (HTML, JSON, empty, garbage), or a "
+                                  "malformed or inconsistent answer (e.g. more accepted than drafted)"),
     (EXIT_NO_SPEC_TRAFFIC, NoSpeculativeTraffic, "speculation enabled, but no drafts in the window"),
     (EXIT_SPEC_DISABLED, SpeculationNotEnabled, "no speculative-decoding metrics at all"),
     (EXIT_DNS, DNSFault, "host name does not resolve"),

@@ -23,12 +23,12 @@ turns it into the Observation, labelled with the group's labels.
 
 HTTP: one ``requests`` call per query with ``timeout`` seconds for the whole answer and a
 size cap on the body; a bearer token (never printed), a CA bundle, and the multi-tenant
-``X-Scope-OrgID`` header (Cortex, Mimir, Thanos) when given.
+``X-Scope-OrgID`` header (Cortex, Mimir, Thanos) when given. Answers are checked by :mod:`.prometheus_answer`,
+counts and Observations as ``observe URL``'s (:mod:`.counts`): malformed or inconsistent is exit 5.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
@@ -40,10 +40,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from spectune.docspec import Field, Kind, List, Map, Nullable, Number, Obj, Reader, Text
 from spectune.engines import ENGINES
+from spectune.limits import MAX_PROMETHEUS_GROUPS
+from spectune.observe.counts import INCREASE_SLACK
 from spectune.observe.exposition import Exposition, LabelSet, Series
 from spectune.observe.faults import (
     BadBodyFault,
-    HTTPStatusFault,
     NoSpeculativeTraffic,
     ObserveError,
     ObserveUsageError,
@@ -52,7 +53,8 @@ from spectune.observe.faults import (
     TLSFault,
     scrub,
 )
-from spectune.observe.observation import OBSERVATION, Observation, Source, Window, iso
+from spectune.observe.observation import OBSERVATION, Observation, Source, Window, checked, iso
+from spectune.observe.prometheus_answer import Asked, answer_data, instant_vector, range_matrix
 from spectune.observe.scrape import _classify_connection_error, _tls_reason, redact_url
 from spectune.observe.window import Capture, Snapshot
 
@@ -203,14 +205,14 @@ class PromClient:
         url = f"{self.opts.url}/api/v1/{endpoint}"
         deadline = time.monotonic() + self.opts.timeout
         late = TimeoutFault(f"{self.where}: no complete answer within {self.opts.timeout:g} s")
+        asked = Asked(self.where, params.get("query", ""))
         try:
             with self._session.post(url, data=params, timeout=self.opts.timeout, stream=True) as resp:
                 body = bytearray()
                 for chunk in resp.iter_content(65536):
                     body += chunk
                     if len(body) > MAX_BODY_BYTES:
-                        raise BadBodyFault(f"{self.where}: the answer to a query exceeds "
-                                           f"{MAX_BODY_BYTES // 2**20} MiB: narrow --selector")
+                        raise asked.fail(f"more than {MAX_BODY_BYTES // 2**20} MiB: narrow --selector")
                     if time.monotonic() > deadline:
                         raise late
                 status = resp.status_code
@@ -224,54 +226,24 @@ class PromClient:
             raise _classify_connection_error(err, self.where) from None
         except requests.exceptions.RequestException as err:
             raise ObserveUsageError(self._clean(f"cannot query {self.where}: {type(err).__name__}")) from None
-        return self._decode(bytes(body), status, params.get("query", ""))
+        return answer_data(bytes(body), status, asked, self._clean)
 
     def _clean(self, text: str) -> str:
         return scrub(text, self.opts.token)
 
-    def _decode(self, body: bytes, status: int, query: str) -> Any:
-        try:
-            doc = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            doc = None
-        if not isinstance(doc, dict) or doc.get("status") not in ("success", "error"):
-            if status >= 400:
-                hint = " (check the token)" if status in (401, 403) else ""
-                raise HTTPStatusFault(f"{self.where} answered HTTP {status}{hint}")
-            raise BadBodyFault(f"{self.where} did not answer as the Prometheus HTTP API "
-                               "(/api/v1/query): is it a Prometheus URL?")
-        if doc["status"] == "error":
-            kind, msg = str(doc.get("errorType", "")), self._clean(str(doc.get("error", ""))[:300])
-            if kind == "bad_data":
-                raise ObserveUsageError(f"Prometheus rejected the query {query[:200]!r}: {msg} "
-                                        "(check --selector and --by)")
-            raise HTTPStatusFault(f"Prometheus query failed (HTTP {status}, {kind or 'error'}): {msg}")
-        data = doc.get("data")
-        if not isinstance(data, dict) or not isinstance(data.get("result"), list):
-            raise BadBodyFault(f"{self.where}: a query answer without data.result")
-        return data
-
-    def query(self, expr: str, at: float) -> list[tuple[dict[str, str], float]]:
-        """An instant vector: (labels, value) per series."""
+    def query(self, expr: str, name: str, at: float,
+              whole: bool = False) -> list[tuple[dict[str, str], float]]:
+        """An instant vector of ``name``'s increase() (resets(): ``whole``): (labels, value) per
+        series, checked by :func:`~spectune.observe.prometheus_answer.instant_vector`."""
         data = self._get("query", {"query": expr, "time": f"{at:.3f}"})
-        if data.get("resultType") != "vector":
-            raise BadBodyFault(f"{self.where}: expected a vector for {expr[:120]!r}")
-        return [(_labels_of(r), float(r["value"][1])) for r in data["result"]]
+        return instant_vector(data, Asked(self.where, expr), name, at, whole)
 
-    def query_range(self, expr: str, start: float, end: float,
-                    step: float) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
-        """A range query: (labels, [(time, value), ...]) per series."""
+    def query_range(self, expr: str, name: str, start: float, end: float,
+                    step: float) -> list[tuple[dict[str, str], list[tuple[int, float]]]]:
+        """A range query of gauge ``name``: (labels, [(step index, value), ...]) per series."""
         data = self._get("query_range", {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}",
                                          "step": f"{step:.3f}"})
-        if data.get("resultType") != "matrix":
-            raise BadBodyFault(f"{self.where}: expected a matrix for {expr[:120]!r}")
-        return [(_labels_of(r), [(float(t), float(v)) for t, v in r["values"]]) for r in data["result"]]
-
-
-def _labels_of(r: Any) -> dict[str, str]:
-    if not isinstance(r, dict) or not isinstance(r.get("metric"), dict):
-        raise BadBodyFault("a query answer with a malformed series")
-    return {str(k): str(v) for k, v in r["metric"].items() if k != "__name__"}
+        return range_matrix(data, Asked(self.where, expr), name, start, step, round((end - start) / step))
 
 
 # --------------------------------------------------------------------------- grouping
@@ -333,28 +305,30 @@ def _step(window: float, interval: float) -> float:
 
 def _collect(client: PromClient, q: FleetQuery, counters: Sequence[str], histograms: Sequence[str],
              gauges: Sequence[str], groups: dict[GroupKey, _Group]) -> None:
-    def group(labels: dict[str, str]) -> _Group:
+    def group(labels: dict[str, str], expr: str) -> _Group:
         k = _key(labels, q.by)
         if k not in groups:
+            if len(groups) >= MAX_PROMETHEUS_GROUPS:
+                raise Asked(client.where, expr).fail(f"more than {MAX_PROMETHEUS_GROUPS:,} groups of "
+                                                     "servers: narrow --selector or --by")
             groups[k] = _Group({b: v for b, v in zip(q.by, k, strict=True) if v})
         return groups[k]
 
     names = [*counters, *(h + s for h in histograms for s in ("_count", "_sum", "_bucket"))]
     for name in names:
-        for labels, value in client.query(f"increase({q.select(name)}[{q.range}])", q.at):
-            if math.isfinite(value):
-                group(labels).increases.setdefault(name, []).append(Series(name, _pairs(labels), value))
+        expr = f"increase({q.select(name)}[{q.range}])"
+        for labels, value in client.query(expr, name, q.at):
+            group(labels, expr).increases.setdefault(name, []).append(Series(name, _pairs(labels), value))
     start = q.at - q.window
     for name in gauges:
-        for labels, points in client.query_range(q.select(name), start, q.at, q.step):
-            g = group(labels)
-            for t, v in points:
-                i = round((t - start) / q.step)
+        for labels, points in client.query_range(q.select(name), name, start, q.at, q.step):
+            g = group(labels, q.select(name))
+            for i, v in points:
                 g.gauges.setdefault(i, {}).setdefault(name, []).append(Series(name, _pairs(labels), v))
 
 
 def _count_resets(client: PromClient, q: FleetQuery, name: str, groups: dict[GroupKey, _Group]) -> None:
-    for labels, value in client.query(f"resets({q.select(name)}[{q.range}])", q.at):
+    for labels, value in client.query(f"resets({q.select(name)}[{q.range}])", name, q.at, whole=True):
         g = groups.get(_key(labels, q.by))
         if g is not None and value > 0:
             g.resets += round(value)
@@ -374,7 +348,7 @@ def _capture(g: _Group, q: FleetQuery, where: str) -> Capture:
     snaps = [Snapshot(start + i * q.step, g.exposition(g.gauges.get(i, {}))) for i in range(n)]
     snaps.append(Snapshot(q.at, g.exposition({**g.gauges.get(n, {}), **g.increases})))
     label_text = ",".join(f'{k}="{v}"' for k, v in g.labels.items())
-    return Capture(tuple(snaps), f"{where} {{{label_text}}}", q.step)
+    return Capture(tuple(snaps), f"{where} {{{label_text}}}", q.step, count_slack=INCREASE_SLACK)
 
 
 def _finish(obs: Observation, g: _Group, q: FleetQuery, where: str) -> Observation:
@@ -470,7 +444,7 @@ def observe_prometheus(url: str, *, window: float, at: float | None = None, inte
                 errors.append(err)
                 skipped.append((dict(g.labels), err.message))
                 continue
-            out.append(_finish(obs, g, q, where))
+            out.append(checked(_finish(obs, g, q, where), BadBodyFault))  # as observe URL does
     if not out:
         raise type(errors[0])(f"no group could be observed; {errors[0].message}")
     notes = [RESETS_NOTE] + [f"skipped {describe_labels(lab)}: {why}" for lab, why in skipped]

@@ -17,10 +17,12 @@ unknown. Nothing from across a reset is averaged in.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from spectune.observe.exposition import Exposition, LabelSet, Series
+from spectune.observe.faults import BadBodyFault
 
 Select = Callable[[Series], bool]
 
@@ -158,7 +160,13 @@ def histogram_delta(first: Exposition, last: Exposition, base: str,
         le = dict(labels).get("le")
         if le is None:
             continue
-        bound = float("inf") if le in ("+Inf", "Inf", "inf") else float(le)
+        try:
+            bound = float(le)  # "+Inf" too
+        except ValueError:
+            bound = math.nan
+        if math.isnan(bound):
+            shown = le if len(le) <= 20 else le[:17] + "..."
+            raise BadBodyFault(f"{base}_bucket has le={shown!r}; expected a bucket bound (a number or +Inf)")
         per_le[bound] = per_le.get(bound, 0.0) + v
     return HistogramDelta(count, total, tuple(sorted(per_le.items())))
 
@@ -167,7 +175,9 @@ def histogram_delta(first: Exposition, last: Exposition, base: str,
 class Capture:
     """A finished window: the successful ``snapshots`` in time order and what is known about
     how they were taken (``source`` URL without credentials, ``interval_seconds`` between
-    samples, ``failed_samples`` that gave no answer, ``notes`` about retries)."""
+    samples, ``failed_samples`` that gave no answer, ``notes`` about retries;
+    ``count_slack``: the relative slack :func:`spectune.observe.counts.check_counts` allows,
+    0 for exact counter deltas)."""
 
     snapshots: tuple[Snapshot, ...]
     source: str
@@ -175,3 +185,4 @@ class Capture:
     failed_samples: int = 0
     notes: tuple[str, ...] = ()
     engine_version: str | None = None
+    count_slack: float = 0.0
