@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from spectune.acceptance import Acceptance
 from spectune.cost import draft_cost, step_cost
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment, Workload
@@ -68,8 +69,14 @@ def speedup_grid(dep: Deployment, batch: ArrayLike | None = None,
     c0 = verify[..., 0]
     draft = draft_cost(dep.drafter, dep.gpu, dep.parallelism, dep.engine, B, G, S,
                        c0[..., None], achieved=achieved)
-    m = 1.0 + dep.draft_fraction * (tree_expected_tokens(dep.acceptance, dep.drafter, g) - 1.0)
-    return SpeedupGrid(b, s, g, m, c0, verify, np.broadcast_to(draft, verify.shape))
+    return SpeedupGrid(b, s, g, verify_yield(dep, g), c0, verify, np.broadcast_to(draft, verify.shape))
+
+
+def verify_yield(dep: Deployment, gamma: ArrayLike, acceptance: Acceptance | None = None) -> Array:
+    """m(gamma), tokens one verify commits per sequence (``acceptance``: the deployment's
+    unless given); variable-length drafts (n-gram) only on the ``draft_fraction`` of steps."""
+    acc = dep.acceptance if acceptance is None else acceptance
+    return 1.0 + dep.draft_fraction * (tree_expected_tokens(acc, dep.drafter, gamma) - 1.0)
 
 
 @dataclass(frozen=True)
