@@ -311,7 +311,10 @@ def rules(profile: Deployment | str | Path, *, by: Sequence[str] = (), selector:
                     raise InputError(f"label {k!r} is not a grouping label (model_name and by: "
                                      f"{', '.join(spec.by)}); add it to `by`", str(profile), e.line,
                                      f"deployments[{i}].match")
-            dep = load_profile(e.profile)
+            try:
+                dep = load_profile(e.profile)
+            except InputError as err:
+                raise InputError(err.message, str(profile), e.line, f"deployments[{i}].profile") from None
             targets.append(Target(e.match, thresholds(dep, tolerance=tol, context=context), e.profile,
                                   e.config))
     return rules_file(targets, spec)

@@ -29,7 +29,7 @@ class FleetEntry:
     match: dict[str, str]
     profile: str
     config: str | None
-    line: int | None = None  # where the entry's ``match`` is in the file, for messages
+    line: int | None = None  # where the entry is in the file, for messages
 
 
 @dataclass(frozen=True)
@@ -94,5 +94,5 @@ def load_fleet_file(path: str) -> FleetFile:
         conf = e.get("config")
         entries.append(FleetEntry({str(k): str(v) for k, v in m.items()}, prof,
                                   None if conf is None else str(base / str(conf)),
-                                  doc.lines.get(f"deployments[{i}].match")))
+                                  doc.lines.get(f"deployments[{i}]")))
     return FleetFile(text("prometheus"), window, text("selector"), tuple(by), tuple(entries))
