@@ -23,9 +23,9 @@ from spectune.params import FiniteFloatRange
                    "0.03).")
 @click.option("--context", type=click.IntRange(0, MAX_CONTEXT),
               help="Context length (tokens) the thresholds are computed at (default: the profile's first).")
-@click.option("--window", type=DURATION, default=600.0, show_default="10m",
+@click.option("--window", type=DURATION, default="10m", show_default=True,
               help="Rate window of the recording rules.")
-@click.option("--for", "hold", type=DURATION, default=900.0, show_default="15m",
+@click.option("--for", "hold", type=DURATION, default="15m", show_default=True,
               help="How long a condition must hold before an alert fires.")
 @click.option("--prometheus", metavar="URL", help="Prometheus URL for the commands in the annotations.")
 def rules_command(source: str, by: tuple[str, ...], selector: str | None, tolerance: float | None,
@@ -38,8 +38,8 @@ def rules_command(source: str, by: tuple[str, ...], selector: str | None, tolera
 
     \b
     Example:
-      spectune rules fleet.yaml > spectune.rules.yml    # then rule_files: in prometheus.yml
-      spectune rules PROFILE --by deployment --selector '{namespace="prod"}'
+      spectune rules FLEET.yaml > spectune.rules.yml    # then rule_files: in prometheus.yml
+      spectune rules llama-3.1-70b-h100-eagle3 --by deployment --selector '{namespace="prod"}'
     """
     from spectune.api import rules
 
