@@ -273,14 +273,17 @@ def document(result: Any) -> Document:
 
 def rules(profile: Deployment | str | Path, *, by: Sequence[str] = (), selector: str | None = None,
           tolerance: float | None = None, context: int | None = None, window: float = 600.0,
-          hold: float = 900.0, prometheus: str | None = None, command: str = "spectune rules") -> str:
+          hold: float = 900.0, prometheus: str | None = None, command: str = "spectune rules",
+          grafana: bool = False) -> str:
     """A Prometheus rules file (``spectune rules``): recording rules for the speculative
     metrics of every deployment (``model_name`` plus the ``by`` labels, series matching
     ``selector``) over ``window`` seconds, and alerts (``for:`` ``hold`` seconds) whose
     thresholds the cost model computes for ``profile`` at ``context`` tokens (default: its
     first context length) and ``tolerance`` (default: ``check``'s). ``profile`` may be a
     fleet file (``deployments:``): each entry's alerts then cover the groups it matches,
-    its ``selector``, ``by`` and ``prometheus`` are used (``selector`` replaces, ``by`` adds)."""
+    its ``selector``, ``by`` and ``prometheus`` are used (``selector`` replaces, ``by`` adds).
+    ``grafana``: a Grafana dashboard (JSON) of the recorded series instead, with the
+    recommended gamma and the break-even acceptance as reference lines."""
     from spectune.errors import InputError
     from spectune.fleet_file import load_fleet_file
     from spectune.limits import DEFAULT_CHECK_TOLERANCE
@@ -317,6 +320,10 @@ def rules(profile: Deployment | str | Path, *, by: Sequence[str] = (), selector:
                 raise InputError(err.message, str(profile), e.line, f"deployments[{i}].profile") from None
             targets.append(Target(e.match, thresholds(dep, tolerance=tol, context=context), e.profile,
                                   e.config))
+    if grafana:
+        from spectune.grafana import dashboard
+
+        return dashboard(targets, spec)
     return rules_file(targets, spec)
 
 

@@ -200,7 +200,18 @@ def _num(x: float) -> str:
     return f"{x:.4g}"
 
 
-def _in_band(series: str, band: Band) -> str:
+def recorded(spec: RulesSpec, metric: str, match: dict[str, str] | None = None) -> str:
+    """The recorded series of ``metric``, of the deployments whose labels ``match`` (all: None)."""
+    return _select(_names(spec)(metric), ", ".join(f"{k}={_quote(v)}" for k, v in (match or {}).items()))
+
+
+def series(target: Target, spec: RulesSpec, metric: str) -> str:
+    """A recorded series of ``metric`` for ``target``'s deployments (its ``match`` labels)."""
+    return recorded(spec, metric, target.match)
+
+
+def in_band(series: str, band: Band) -> str:
+    """PromQL: ``series`` (the observed batch) where it falls in ``band``."""
     cond = f"{series} >= {_num(band.low)}"
     return f"({cond} < {_num(band.high)})" if band.high is not None else f"({cond})"
 
@@ -210,10 +221,12 @@ def _band_text(band: Band) -> str:
     return f"batch {band.batch} (observed {_num(band.low)} to {hi} running requests per instance)"
 
 
-def _length_below(length: str, steps: str, rate: float) -> str:
+def length_at(steps: str, rate: float) -> str:
+    """PromQL: the mean acceptance length per draft of ``steps`` tokens at per-depth rate
+    ``rate``, 1 + rate + ... + rate^K."""
     if rate >= 0.9999:  # every draft token accepted: K + 1
-        return f"{length} < {steps} + 1"
-    return f"{length} < (1 - {_num(rate)} ^ ({steps} + 1)) / (1 - {_num(rate)})"
+        return f"{steps} + 1"
+    return f"(1 - {_num(rate)} ^ ({steps} + 1)) / (1 - {_num(rate)})"
 
 
 def _commands(target: Target, spec: RulesSpec, emit: bool = False) -> str:
@@ -250,15 +263,8 @@ def _alert(name: str, kind: str, expr: str, target: Target, spec: RulesSpec, sum
 
 def alerting_rules(target: Target, spec: RulesSpec) -> list[tuple[list[str], dict[str, Any]]]:
     """(comments, rule) of one deployment's alerts; rules without a band are left out."""
-    names = _names(spec)
-    filt = ", ".join(f"{k}={_quote(v)}" for k, v in target.match.items())
-
-    def series(metric: str) -> str:
-        return _select(names(metric), filt)
-
-    length, steps, batch, spec_on = (series(m) for m in ("acceptance_length", "draft_tokens_per_step",
-                                                         "running_requests_per_instance",
-                                                         "speculation_metrics"))
+    length, steps, batch, spec_on = (series(target, spec, m) for m in (
+        "acceptance_length", "draft_tokens_per_step", "running_requests_per_instance", "speculation_metrics"))
     th = target.thresholds
     prof = _template_safe(th.deployment.name)
     bands = [b for b in th.bands if b.feasible]
@@ -283,7 +289,7 @@ def alerting_rules(target: Target, spec: RulesSpec) -> list[tuple[list[str], dic
             notes.append(f"  {_band_text(b)}: gamma* {b.gamma_star} at {b.speedup_star:.2f}x; "
                          f"alpha {alpha:.3f}{f' (per-depth rate {rate:.3f})' if rate != alpha else ''}, "
                          f"mean acceptance length {b.mean_length(rate):.3f} at gamma*")
-            parts.append(f"(\n  {_length_below(length, steps, rate)}\n  and {_in_band(batch, b)}\n)")
+            parts.append(f"(\n  {length} < {length_at(steps, rate)}\n  and {in_band(batch, b)}\n)")
         if parts:
             table = ", ".join(f"batch {b.batch}: {getattr(b, f'{attr}_alpha'):.2f}" for b in bands
                               if getattr(b, f"{attr}_alpha") is not None)
@@ -302,7 +308,7 @@ def alerting_rules(target: Target, spec: RulesSpec) -> list[tuple[list[str], dic
         out.append(([*head, "bands where gamma* is 0 (speculation does not pay at the profile's acceptance):",
                      *(f"  {_band_text(b)}" for b in slows)], _alert(
             "SpeculationSlowsDeployment", "slows",
-            "\nor\n".join(f"(\n  {_in_band(batch, b)}\n  and {spec_on}\n)" for b in slows), target, spec,
+            "\nor\n".join(f"(\n  {in_band(batch, b)}\n  and {spec_on}\n)" for b in slows), target, spec,
             "Speculation slows WHO down at its current batch",
             f"WHO speculates at {{{{ $value | printf \"%.1f\" }}}} running requests per instance, where "
             f"spectune's cost model (profile {prof}, context {th.context}) says gamma* is 0 "
@@ -315,7 +321,7 @@ def alerting_rules(target: Target, spec: RulesSpec) -> list[tuple[list[str], dic
                      *(f"  {_band_text(b)}: gamma* {b.gamma_star} at {b.speedup_star:.2f}x" for b in idle)],
                     _alert(
             "SpeculationSlowsDeployment", "idle",
-            "\nor\n".join(f"(\n  {_in_band(batch, b)}\n  unless {spec_on}\n)" for b in idle), target, spec,
+            "\nor\n".join(f"(\n  {in_band(batch, b)}\n  unless {spec_on}\n)" for b in idle), target, spec,
             "WHO does not speculate where speculation pays",
             f"WHO runs plain decode at {{{{ $value | printf \"%.1f\" }}}} running requests per instance, "
             f"where spectune's cost model (profile {prof}, context {th.context}) predicts "
@@ -331,7 +337,7 @@ def alerting_rules(target: Target, spec: RulesSpec) -> list[tuple[list[str], dic
         if off:
             draft_notes.append(f"  {_band_text(b)}: gamma* {b.gamma_star} at {b.speedup_star:.2f}x; "
                                f"within tolerance: {_spans(b.ok_gammas)}")
-            draft_parts.append(f"(\n  ({off})\n  and {_in_band(batch, b)}\n)")
+            draft_parts.append(f"(\n  ({off})\n  and {in_band(batch, b)}\n)")
     if draft_parts:
         out.append((draft_notes, _alert(
             "SpeculativeDraftLengthOff", "draft", "\nor\n".join(draft_parts), target, spec,

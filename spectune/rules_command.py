@@ -28,8 +28,12 @@ from spectune.params import FiniteFloatRange
 @click.option("--for", "hold", type=DURATION, default="15m", show_default=True,
               help="How long a condition must hold before an alert fires.")
 @click.option("--prometheus", metavar="URL", help="Prometheus URL for the commands in the annotations.")
+@click.option("--grafana", is_flag=True,
+              help="Print a Grafana dashboard (JSON) of the recorded series instead, the recommended gamma "
+                   "and the break-even acceptance as reference lines.")
 def rules_command(source: str, by: tuple[str, ...], selector: str | None, tolerance: float | None,
-                  context: int | None, window: float, hold: float, prometheus: str | None) -> None:
+                  context: int | None, window: float, hold: float, prometheus: str | None,
+                  grafana: bool) -> None:
     """Print Prometheus recording and alerting rules (a rules file) for the vLLM / SGLang
     deployments of PROFILE, or of every deployment of FLEET.yaml: acceptance, draft length
     and batch per deployment, and alerts whose thresholds spectune's cost model computes --
@@ -47,5 +51,5 @@ def rules_command(source: str, by: tuple[str, ...], selector: str | None, tolera
     words += [w for opt, v in (("--selector", selector), ("--tolerance", tolerance), ("--context", context),
                                ("--prometheus", prometheus)) if v is not None for w in (opt, str(v))]
     click.echo(rules(source, by=by, selector=selector, tolerance=tolerance, context=context, window=window,
-                     hold=hold, prometheus=prometheus,
+                     hold=hold, prometheus=prometheus, grafana=grafana,
                      command=" ".join(shlex.quote(w) for w in words)), nl=False)

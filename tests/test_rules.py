@@ -133,11 +133,17 @@ def test_alerts_carry_for_severity_command_and_their_source() -> None:
     assert "tolerance 0.05" in text
 
 
-def test_fleet_file_alerts_each_deployment_with_its_profile(tmp_path: Path) -> None:
+def _chat_and_moe(tmp_path: Path, head: str = "") -> Path:
+    """A fleet file: deployment chat (llama-70b) and moe (qwen3-30b-a3b), grouped by deployment."""
     fleet = tmp_path / "fleet.yaml"
-    fleet.write_text("prometheus: http://prom:9090\nselector: '{namespace=\"prod\"}'\nby: [deployment]\n"
-                     "deployments:\n  - match: {deployment: chat}\n    profile: llama-3.1-70b-h100-eagle3\n"
-                     "  - match: {deployment: moe}\n    profile: qwen3-30b-a3b-h100-eagle3\n")
+    fleet.write_text(f"{head}by: [deployment]\ndeployments:\n  - match: {{deployment: chat}}\n"
+                     "    profile: llama-3.1-70b-h100-eagle3\n  - match: {deployment: moe}\n"
+                     "    profile: qwen3-30b-a3b-h100-eagle3\n")
+    return fleet
+
+
+def test_fleet_file_alerts_each_deployment_with_its_profile(tmp_path: Path) -> None:
+    fleet = _chat_and_moe(tmp_path, "prometheus: http://prom:9090\nselector: '{namespace=\"prod\"}'\n")
     text, doc = _rules(str(fleet))
     alerts = doc["groups"][1]["rules"]
     chat = [a for a in alerts if 'deployment="chat"' in a["expr"]]
@@ -187,3 +193,24 @@ def test_rules_stay_out_of_the_start_up_of_other_commands() -> None:
             "print(loaded)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_grafana_dashboard_plots_the_recorded_series_against_the_recommendation(tmp_path: Path) -> None:
+    import json
+
+    fleet = _chat_and_moe(tmp_path)
+    rules_text, _ = _rules(str(fleet))
+    res = CliRunner().invoke(cli, ["rules", str(fleet), "--grafana"])
+    assert res.exit_code == 0, res.output
+    board = json.loads(res.output)
+    recorded = set(re.findall(r"record: (\S+)", rules_text))
+    queries = [q for p in board["panels"] for q in p["targets"]]
+    for q in queries:  # every series a panel reads is one the rules record
+        assert set(re.findall(r"[a-z_]+:spectune_[a-z_]+:[a-z0-9]+", q["expr"])) <= recorded
+    refs = [q for q in queries if q["refId"] != "A"]
+    assert {q["legendFormat"].split(" (")[0] for q in refs} == {"recommended gamma", "break-even"}
+    moe_gamma = next(q["expr"] for q in refs if q["legendFormat"].startswith("recommended gamma (qwen3"))
+    for b in thresholds(load_deployment("qwen3-30b-a3b-h100-eagle3"), tolerance=TOL).bands:
+        if b.feasible:
+            assert f"* 0 + {b.gamma_star})" in moe_gamma
+    assert 'deployment="moe"' in moe_gamma and 'deployment="chat"' not in moe_gamma

@@ -25,7 +25,9 @@ from click.testing import CliRunner
 
 from spectune.cli import cli
 from spectune.engines import sglang, vllm
+from spectune.grafana import reference
 from spectune.profiles import load_deployment
+from spectune.rules import RulesSpec, Target
 from spectune.thresholds import Band, thresholds
 
 pytestmark = pytest.mark.prometheus
@@ -87,6 +89,21 @@ def test_promtool_checks_the_rules_of_fleet_files(tmp_path: Path) -> None:
     for fleet in (ROOT / "examples" / "gitops" / "fleet.yaml", fleet_file(tmp_path)):
         res = run_promtool("check", "rules", str(generate(tmp_path, str(fleet))))
         assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_promtool_parses_every_query_of_the_grafana_dashboard(tmp_path: Path) -> None:
+    import json
+
+    res = CliRunner().invoke(cli, ["rules", str(fleet_file(tmp_path)), "--grafana"])
+    assert res.exit_code == 0, res.output
+    exprs = [q["expr"] for p in json.loads(res.output)["panels"] for q in p["targets"]]
+    assert len(exprs) > len(json.loads(res.output)["panels"])  # reference lines too
+    rules = {"groups": [{"name": "dashboard", "rules": [{"record": f"dashboard:query_{i}:x", "expr": e}
+                                                        for i, e in enumerate(exprs)]}]}
+    path = tmp_path / "dashboard.rules.yml"
+    path.write_text(yaml.safe_dump(rules), encoding="utf-8")
+    done = run_promtool("check", "rules", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 # --------------------------------------------------------------------------- test rules
@@ -232,7 +249,19 @@ def test_promtool_unit_tests_fire_where_the_thresholds_say(tmp_path: Path) -> No
         tests.append({"eval_time": EVAL, "alertname": alert, "exp_alerts": by_alert.get(alert, [])})
     chat_good = next(p for p in pods if p.deployment == "good")
     plain = next(e.value for e in expected if e.deployment == "plain")
-    samples = [sample("acceptance_rate", 'model_name="chat", deployment="good"', ACCEPTED / DRAFTS),
+    # the dashboard's reference line (spectune rules --grafana): the recommended gamma at each
+    # moe deployment's observed batch
+    moe = Target({"model_name": "moe"}, thresholds(load_deployment(MOE), tolerance=TOL), MOE)
+    spec = RulesSpec(("model_name", "deployment"), 'namespace="prod"', 300.0, 600.0)
+    gamma_ref = reference(moe, spec, "gamma")
+    at = {p.deployment: plain if p.deployment == "plain" else sum(p.running)
+          for p in pods if p.model == "moe"}
+    gammas = {d: next(b.gamma_star for b in moe.thresholds.bands
+                      if b.low <= batch and (b.high is None or batch < b.high)) for d, batch in at.items()}
+    samples = [{"expr": gamma_ref, "eval_time": EVAL,
+                "exp_samples": [{"labels": f'{{model_name="moe", deployment="{d}", serving_engine="vllm"}}',
+                                 "value": g} for d, g in sorted(gammas.items())]},
+               sample("acceptance_rate", 'model_name="chat", deployment="good"', ACCEPTED / DRAFTS),
                sample("acceptance_per_position", 'model_name="chat", deployment="good", position="1"',
                       ACCEPTED / DRAFTS),
                sample("draft_tokens_per_step", 'model_name="chat", deployment="good"', chat_good.k),
