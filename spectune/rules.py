@@ -392,7 +392,9 @@ def rules_file(targets: Sequence[Target], spec: RulesSpec) -> str:
              "# `promtool check rules spectune.rules.yml`. Regenerate when a profile changes: every",
              "# threshold below is computed by spectune's cost model and says where it came from.",
              f"# Series: {('{' + spec.matchers + '}') if spec.matchers else 'every server'}, one per "
-             f"{', '.join(spec.by)}; rate window {duration(spec.window)}.",
+             f"{', '.join(spec.by)}; rate window {duration(spec.window)}. Needs Prometheus >= 2.29",
+             "# (present_over_time). Below break-even both SpeculativeAcceptanceLow levels fire: an",
+             "# Alertmanager inhibit rule (critical inhibits warning, equal alertname) keeps one.",
              "groups:", f"  - name: {GROUP_RECORD}", "    rules:"]
     for comments, rule in recording_rules(spec):
         lines += _rule_lines(comments, rule)
