@@ -7,6 +7,9 @@
 # one restarted mid-window), spectune's per-deployment results against an independent
 # computation from the raw samples. The real-vLLM variant (tests/test_observe_prometheus_vllm.py)
 # runs in the vLLM stage (scripts/run_vllm_integration.sh) once the binary is here.
+# `spectune rules` (issue 24) is checked here too: `promtool check rules` / `promtool test
+# rules` (tests/test_rules_promtool.py) and the rules loaded into the real server, whose
+# acceptance alert must go pending for a collapsing deployment only (tests/test_rules_prometheus.py).
 # Extra arguments go to pytest.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,5 +31,6 @@ if ! command -v prometheus >/dev/null 2>&1 && [[ ! -x /usr/bin/prometheus ]]; th
     if [[ -n $made_policy ]]; then $sudo rm -f /usr/sbin/policy-rc.d; fi
 fi
 prometheus --version 2>&1 | head -n 1 || /usr/bin/prometheus --version 2>&1 | head -n 1
+promtool --version 2>&1 | head -n 1 || true
 # -rP prints the passing tests' numbers (spectune vs the independent computation)
 python -m pytest -m "prometheus and not vllm" -v -rP "$@"

@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the real names, for type checkers; at run time they load on
         observe_log,
         observe_url,
         recommend,
+        rules,
         speedup,
         widthdepth,
     )
@@ -52,13 +53,13 @@ __all__ = [
     "API_VERSION", "Acceptance", "CheckResult", "Deployment", "InputError", "Observation", "ObserveError",
     "PassCost", "PointSpeedup", "Recommendation", "Snippet", "SpectuneError", "Workload", "__version__",
     "calibrate", "check", "cost", "document", "emit", "list_profiles", "load_observation", "load_profile",
-    "observe_log", "observe_url", "recommend", "speedup", "widthdepth",
+    "observe_log", "observe_url", "recommend", "rules", "speedup", "widthdepth",
 ]
 
 FUNCTIONS = ("calibrate", "check", "cost", "document", "emit", "list_profiles", "load_observation",
-             "load_profile", "observe_log", "observe_url", "recommend", "speedup", "widthdepth")
+             "load_profile", "observe_log", "observe_url", "recommend", "rules", "speedup", "widthdepth")
 # API functions that share their name with a submodule (spectune/recommend.py, ...).
-NAMESAKES = ("calibrate", "check", "cost", "emit", "recommend", "speedup", "widthdepth")
+NAMESAKES = ("calibrate", "check", "cost", "emit", "recommend", "rules", "speedup", "widthdepth")
 # name -> module that defines it
 _WHERE = {
     **dict.fromkeys(FUNCTIONS, "spectune.api"),

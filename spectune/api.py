@@ -269,3 +269,69 @@ def document(result: Any) -> Document:
     if isinstance(report, dict):
         return report
     raise TypeError(f"no document for a {type(result).__name__}")
+
+
+def rules(profile: Deployment | str | Path, *, by: Sequence[str] = (), selector: str | None = None,
+          tolerance: float | None = None, context: int | None = None, window: float = 600.0,
+          hold: float = 900.0, prometheus: str | None = None, command: str = "spectune rules",
+          grafana: bool = False) -> str:
+    """A Prometheus rules file (``spectune rules``): recording rules for the speculative
+    metrics of every deployment (``model_name`` plus the ``by`` labels, series matching
+    ``selector``) over ``window`` seconds, and alerts (``for:`` ``hold`` seconds) whose
+    thresholds the cost model computes for ``profile`` at ``context`` tokens (default: its
+    first context length) and ``tolerance`` (default: ``check``'s). ``profile`` may be a
+    fleet file (``deployments:``): each entry's alerts then cover the groups it matches,
+    its ``selector``, ``by`` and ``prometheus`` are used (``selector`` replaces, ``by`` adds).
+    ``grafana``: a Grafana dashboard (JSON) of the recorded series instead, with the
+    recommended gamma and the break-even acceptance as reference lines."""
+    from spectune.errors import InputError
+    from spectune.fleet_file import load_fleet_file
+    from spectune.limits import DEFAULT_CHECK_TOLERANCE
+    from spectune.observe.prometheus import group_labels, selector_matchers
+    from spectune.rules import RulesSpec, Target, check_matchers, rules_file
+    from spectune.thresholds import thresholds
+
+    tol = DEFAULT_CHECK_TOLERANCE if tolerance is None else tolerance
+    if not 0.0 <= tol < 1.0:
+        raise InputError(f"tolerance {tol:g}: expected a fraction in [0, 1)")
+    fleet = load_fleet_file(str(profile)) if _is_fleet(profile) else None
+    if fleet is not None:
+        selector = selector or fleet.selector
+        by = (*fleet.by, *by)
+        prometheus = prometheus or fleet.prometheus
+    sel = selector or ""
+    spec = RulesSpec(group_labels(by), check_matchers(sel, selector_matchers(sel)), window, hold,
+                     prometheus, command)
+    if fleet is None:
+        dep = _deployment(profile)
+        ref = "PROFILE" if str(profile) == "-" or not isinstance(profile, (str, Path)) else str(profile)
+        targets = [Target({}, thresholds(dep, tolerance=tol, context=context), ref)]
+    else:
+        targets = []
+        for i, e in enumerate(fleet.entries):
+            for k in e.match:
+                if k not in spec.by:
+                    raise InputError(f"label {k!r} is not a grouping label (model_name and by: "
+                                     f"{', '.join(spec.by)}); add it to `by`", str(profile), e.line,
+                                     f"deployments[{i}].match")
+            try:
+                dep = load_profile(e.profile)
+            except InputError as err:
+                raise InputError(err.message, str(profile), e.line, f"deployments[{i}].profile") from None
+            targets.append(Target(e.match, thresholds(dep, tolerance=tol, context=context), e.profile,
+                                  e.config))
+    if grafana:
+        from spectune.grafana import dashboard
+
+        return dashboard(targets, spec)
+    return rules_file(targets, spec)
+
+
+def _is_fleet(ref: Deployment | str | Path) -> bool:
+    """Whether ``ref`` is a fleet file (a YAML mapping with ``deployments``), not a profile."""
+    if not isinstance(ref, (str, Path)) or str(ref) == "-" or not Path(ref).is_file():
+        return False
+    from spectune.profiles import parse_yaml, read_text
+
+    data = parse_yaml(read_text(ref), str(ref)).data
+    return isinstance(data, dict) and "deployments" in data

@@ -937,6 +937,9 @@ cli.add_command(_observe, "observe")
 from spectune.fleet_command import fleet_command as _fleet  # noqa: E402
 
 cli.add_command(_fleet, "fleet")
+from spectune.rules_command import rules_command as _rules  # noqa: E402
+
+cli.add_command(_rules, "rules")
 
 
 def main() -> None:

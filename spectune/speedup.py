@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from spectune.acceptance import Acceptance
 from spectune.cost import draft_cost, step_cost
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment, Workload
@@ -65,16 +66,33 @@ def speedup_grid(dep: Deployment, batch: ArrayLike | None = None,
     # a share of steps carries one (falling with gamma when the undrafted share is known,
     # spectune.draft_share), filled to draft_fill of gamma + 1 (a tree: num_draft_tokens).
     m_drafted = tree_expected_tokens(dep.acceptance, dep.drafter, g)
-    share = (np.full(len(g), dep.draft_fraction) if dep.undrafted_share is None
-             else draft_share(dep.undrafted_share, m_drafted))  # (ng,)
+    share = steps_with_draft(dep, m_drafted)  # (ng,)
     T = 1.0 + share[None, None, :] * dep.draft_fill * (verify_width(dep.drafter, G) - 1.0)
     verify = step_cost(*args, B, T, S, achieved=achieved, speculative=G > 0).seconds
     verify = np.broadcast_to(verify, (len(b), len(s), len(g)))
     c0 = verify[..., 0]
     draft = draft_cost(dep.drafter, dep.gpu, dep.parallelism, dep.engine, B, G, S,
                        c0[..., None], achieved=achieved)
-    m = 1.0 + share * (m_drafted - 1.0)
-    return SpeedupGrid(b, s, g, m, c0, verify, np.broadcast_to(draft, verify.shape))
+    return SpeedupGrid(b, s, g, 1.0 + share * (m_drafted - 1.0), c0, verify,
+                       np.broadcast_to(draft, verify.shape))
+
+
+def steps_with_draft(dep: Deployment, m_drafted: ArrayLike) -> Array:
+    """The share of sequence steps carrying a draft when a drafted step commits
+    ``m_drafted`` tokens: ``draft_fraction`` (1 for a model drafter), or for n-gram drafts
+    whose undrafted share was observed, falling with the draft's yield (spectune.draft_share)."""
+    m = np.asarray(m_drafted, dtype=float)
+    if dep.undrafted_share is None:
+        return np.full(m.shape, dep.draft_fraction)
+    return draft_share(dep.undrafted_share, m)
+
+
+def verify_yield(dep: Deployment, gamma: ArrayLike, acceptance: Acceptance | None = None) -> Array:
+    """m(gamma), tokens one verify commits per sequence (``acceptance``: the deployment's
+    unless given); variable-length drafts (n-gram) only on the steps that carry one."""
+    acc = dep.acceptance if acceptance is None else acceptance
+    m_drafted = tree_expected_tokens(acc, dep.drafter, gamma)
+    return 1.0 + steps_with_draft(dep, m_drafted) * (m_drafted - 1.0)
 
 
 @dataclass(frozen=True)

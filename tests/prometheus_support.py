@@ -163,14 +163,20 @@ class PrometheusServer:
     interval: float = 1.0
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
+    rule_files: tuple[Path, ...] = ()  # loaded by the server (`spectune rules` output)
+    evaluation_interval: float | None = None  # seconds between rule evaluations (default: 1m)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def config(self) -> str:
-        lines = ["global:", f"  scrape_interval: {self.interval:g}s", f"  scrape_timeout: {self.interval:g}s",
-                 "scrape_configs:", "  - job_name: vllm", "    static_configs:"]
+        lines = ["global:", f"  scrape_interval: {self.interval:g}s", f"  scrape_timeout: {self.interval:g}s"]
+        if self.evaluation_interval is not None:
+            lines.append(f"  evaluation_interval: {self.evaluation_interval:g}s")
+        if self.rule_files:
+            lines += ["rule_files:", *(f"  - '{f}'" for f in self.rule_files)]
+        lines += ["scrape_configs:", "  - job_name: vllm", "    static_configs:"]
         for address, labels in self.targets:
             lines.append(f"      - targets: ['{address}']")
             lines.append("        labels: {" + ", ".join(f"{k}: '{v}'" for k, v in labels.items()) + "}")

@@ -44,7 +44,7 @@ ENVELOPE_NAMES = {"envelope", "API_VERSION", "Document"}
 # The pure computational core: it never reads files, HTTP or the terminal. Checked through
 # everything it imports, directly or not (a new core module is held to the same rule).
 CORE = ("spectune.cost", "spectune.hardware", "spectune.model", "spectune.deployment",
-        "spectune.acceptance", "spectune.speedup", "spectune.recommend")
+        "spectune.acceptance", "spectune.speedup", "spectune.recommend", "spectune.thresholds")
 EDGES = ("spectune.profiles", "spectune.observe", "spectune.emit", "spectune.check", "spectune.render",
          "spectune.cli", "spectune.api", "spectune.schema", "spectune.documents", "spectune.pricing",
          "spectune.overrides", "spectune.engines", "spectune.serving_config", "spectune.shell",

@@ -92,7 +92,7 @@ def test_recommend_observed_takes_one_group_of_a_fleet_file(tmp_path: Path) -> N
 
 
 def test_the_example_fleet_file_reads() -> None:
-    from spectune.fleet_command import load_fleet_file
+    from spectune.fleet_file import load_fleet_file
     from spectune.serving_config import read_serving_config
 
     gitops = Path(__file__).resolve().parents[1] / "examples" / "gitops"
