@@ -21,6 +21,7 @@ from spectune.errors import InputError
 from spectune.inputs import yaml_documents
 from spectune.manifests import line_of, manifest_containers
 from spectune.profiles import read_text
+from spectune.quantization import from_args, from_config_file
 from spectune.shell import shell_c_script, shell_commands
 
 
@@ -53,6 +54,7 @@ def _from_yaml(text: str, file: str) -> Configured:
     data, node = docs[0]
     conf = Configured(_vllm.NAME, "vllm-config-file", file, 1)
     _vllm.read_config_file(conf, data, node)
+    _storage(conf, from_config_file(data))
     return conf
 
 
@@ -94,7 +96,14 @@ def _from_shell(text: str, file: str, folder: Path) -> Configured:
 def _from_command(cmd: _Command, form: str, file: str, folder: Path) -> Configured:
     conf = Configured(cmd.engine, form, file, cmd.line)
     engine_for(cmd.engine).read_args(conf, cmd.args, folder)
+    _storage(conf, from_args(cmd.args))
     return conf
+
+
+def _storage(conf: Configured, found: dict[str, str]) -> None:
+    """The configured --quantization / --kv-cache-dtype (:mod:`spectune.quantization`)."""
+    conf.quantization = found.get("quantization", conf.quantization)
+    conf.kv_cache_dtype = found.get("kv_cache_dtype", conf.kv_cache_dtype)
 
 
 def _from_kubernetes(docs: list[tuple[Any, yaml.Node]], file: str) -> Configured:
