@@ -38,12 +38,13 @@ def model_ref(model: str) -> tuple[Any, str]:
 
     if is_path(model, lambda r: bool(builtin_aliases("models", r))):
         p = Path(model)
+        where = "" if p.is_absolute() else " (relative: read from this file's folder)"
         if p.is_dir():
             config_file(p)  # a folder without config.json fails here
-            return {"config": model}, f"the Hugging Face model folder {model}"
+            return {"config": model}, f"a Hugging Face model folder{where}"
         if not p.is_file():
             raise InputError(f"--model {model}: no such file")
-        return {"config": model}, "a Hugging Face config.json"
+        return {"config": model}, f"a Hugging Face config.json{where}"
     from spectune.profiles import builtin_path
 
     builtin_path("models", model)  # unknown names fail here with suggestions

@@ -242,13 +242,14 @@ def test_init_keeps_the_model_path_as_typed_and_names_the_profile_after_the_mode
     hub.mkdir(parents=True)
     shutil.copy(DATA / "Llama-3.1-8B.json", hub / "config.json")
     cases = [("my-llama", "my-llama"), ("my-llama/config.json", "my-llama"), ("./my-llama/", "my-llama"),
-             (str(hub), "Llama-3.1-8B-Instruct")]
+             (str(hub), "Llama-3.1-8B-Instruct"), (str(tmp_path / hub), "Llama-3.1-8B-Instruct")]
     for typed, model in cases:
         res = runner.invoke(cli, ["init", "--gpu", "h100-sxm", "--model", typed])
         assert res.exit_code == 0, res.stderr
         doc = yaml.safe_load(res.stdout)
         assert doc["model"] == {"config": typed}, typed
         assert doc["name"] == f"{model}-h100-sxm-ngram", typed
+        assert ("(relative: read from this file's folder)" in res.stdout) == (not Path(typed).is_absolute())
         Path("p.yaml").write_text(res.stdout)
         assert runner.invoke(cli, ["recommend", "p.yaml", "-q"]).exit_code == 0
 
