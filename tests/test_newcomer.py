@@ -340,6 +340,14 @@ def test_check_warns_when_the_served_quantization_is_not_the_profiles(runner: Cl
     res = runner.invoke(cli, ["check", str(conf), "--profile", str(CI / "profile.yaml"), "-o", "json"])
     assert any(w.startswith("quantization: the configuration runs --quantization fp8")
                for w in json.loads(res.stdout)["warnings"])
+    # the `--config FILE` a command line names, and the command line over it
+    f.write_text(f"vllm serve meta-llama/Llama-3.1-8B-Instruct --config {conf.name}\n")
+    res = runner.invoke(cli, ["check", str(f), "--profile", str(CI / "profile.yaml")])
+    assert res.exit_code == 0
+    assert "warning: quantization: the configuration runs --quantization fp8" in res.stderr
+    f.write_text(f"vllm serve meta-llama/Llama-3.1-8B-Instruct --config {conf.name} --quantization awq\n")
+    res = runner.invoke(cli, ["check", str(f), "--profile", str(CI / "profile.yaml")])
+    assert "--quantization awq (int4 weights)" in res.stderr
     prof = tmp_path / "fp8.yaml"  # a profile that prices fp8 weights: no warning
     prof.write_text((CI / "profile.yaml").read_text().replace(
         "model: llama-3.1-8b", "model: {base: llama-3.1-8b, dtypes: {weights: fp8}}"))
