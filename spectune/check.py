@@ -25,6 +25,7 @@ from spectune.engines.options import Configured
 from spectune.envelope import Document
 from spectune.errors import EXIT_GATE_FAILED, EXIT_OK, InputError
 from spectune.limits import DEFAULT_CHECK_TOLERANCE
+from spectune.quantization import mismatches as quantization_mismatches
 from spectune.recommend import Recommendation, recommend
 from spectune.version import __version__
 
@@ -35,6 +36,10 @@ MARGINAL_NOTE = ("marginal gain at {n} point(s) ({where}): the recommended setti
                  "The gate does not fail a configuration for not speculating at such a point (only a "
                  "slowdown fails it), and does not count a configured speculation's gain there as a "
                  "certain win")
+
+# What a point that does not fit in memory reports as null: it cannot run, so it has no speedup.
+UNRUNNABLE = ("configured_speedup", "recommended_speedup", "unconstrained_speedup", "shortfall",
+              "plain_tokens_per_s", "configured_tokens_per_s", "recommended_tokens_per_s")
 
 
 @dataclass
@@ -180,7 +185,7 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
         raise InputError("the serving configuration is not the profile's deployment: "
                          + "; ".join(mismatches), conf.file, conf.line)
     rec = recommend(dep)
-    warnings = engine_for(conf.engine).profile_warnings(conf, dep)
+    warnings = engine_for(conf.engine).profile_warnings(conf, dep) + quantization_mismatches(conf, dep)
     notes = list(rec.notes)
     batches = [int(b) for b in rec.grid.batch]
     gmax = conf.max_gamma(batches)
@@ -229,7 +234,7 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
             if feasible and 1.0 - sp_r / sp_u > gap[0]:
                 gap = (1.0 - sp_r / sp_u, int(b), int(s))
             plain = float(b) / float(rec.grid.c0[i, j])
-            point = {
+            point: dict[str, Any] = {
                 "batch": int(b), "context": int(s),
                 "configured_gamma": g, "configured_speedup": sig(sp_c, 4),
                 "recommended_gamma": g_r, "recommended_speedup": sig(sp_r, 4),
@@ -240,6 +245,8 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
                 "configured_tokens_per_s": sig(plain * sp_c, 5),
                 "recommended_tokens_per_s": sig(plain * sp_r, 5),
             }
+            if not feasible:  # it cannot run: no speedup or throughput to state (memory_gb in recommend)
+                point.update(dict.fromkeys(UNRUNNABLE, None))
             points.append(point)
             if feasible and (slows or not marginal) and (worst is None or shortfall > worst["shortfall"]):
                 worst = {"batch": int(b), "context": int(s), "shortfall": shortfall}

@@ -29,8 +29,9 @@ from spectune.limits import (
     MAX_WINDOW_SECONDS,
     MIN_INTERVAL_SECONDS,
 )
+from spectune.notes import notes, set_quiet
 from spectune.observe.command import DURATION, prometheus_options
-from spectune.params import FiniteFloatRange
+from spectune.params import DTYPE_OPTION, QUIET_HELP, FiniteFloatRange, add_quiet
 from spectune.version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -93,27 +94,6 @@ def internal_error(exc: BaseException) -> NoReturn:
     sys.exit(ExitCode.INTERNAL)
 
 
-_QUIET = {"on": False}
-
-
-def notes(texts: Any) -> None:
-    """Each note on stderr as ``spectune: note: ...``, unless --quiet."""
-    if _QUIET["on"]:
-        return
-    for text in texts:
-        click.echo(f"spectune: note: {text}", err=True)
-
-
-def _set_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    if value:
-        _QUIET["on"] = True
-
-
-def quiet_option(fn: F) -> F:
-    return click.option("-q", "--quiet", is_flag=True, expose_value=False, is_eager=True,
-                        callback=_set_quiet, help="Drop the notes on stderr (errors still show).")(fn)
-
-
 # --------------------------------------------------------------------------- completion
 def _complete_names(kinds: tuple[str, ...], incomplete: str) -> list[Any]:
     """Built-in names of ``kinds`` (and 'examples') starting with ``incomplete``."""
@@ -154,6 +134,7 @@ class SpectuneGroup(click.Group):
         interrupt exits 130 and a closed stdout exits 0 -- click exits 1 for both, the code
         ``check`` keeps for a failed gate."""
         kwargs["standalone_mode"] = False
+        add_quiet(self)
         try:
             rv = super().main(*args, **kwargs)
         except click.exceptions.UsageError as err:
@@ -193,7 +174,7 @@ class SpectuneGroup(click.Group):
 @click.group(cls=SpectuneGroup, invoke_without_command=True,
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="spectune")
-@click.option("-q", "--quiet", is_flag=True, help="Drop the notes on stderr (errors still show).")
+@click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)
 @click.pass_context
 def cli(ctx: click.Context, quiet: bool) -> None:
     """Tune speculative decoding (draft length gamma) for LLM serving.
@@ -214,7 +195,7 @@ def cli(ctx: click.Context, quiet: bool) -> None:
       spectune profiles list
     Shell completion: spectune completion --help
     """
-    _QUIET["on"] = quiet  # each subcommand's own --quiet may still turn it on
+    set_quiet(quiet)  # each subcommand's own --quiet may still turn it on
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
         ctx.exit(0)
@@ -308,7 +289,6 @@ def _deployment(profile: str, batches: tuple[int, ...], contexts: tuple[int, ...
 @click.option("--match", multiple=True, metavar="LABEL=VALUE",
               help="With --prometheus, or --observed FILE of `observe --prometheus`: only the groups "
                    "with these labels (repeatable).")
-@quiet_option
 @calibration_option
 def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
               gamma_max: int | None, alpha: float | None, observed: str | None, detail: bool,
@@ -376,7 +356,6 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
               help="Output format: one self-contained HTML page (no network needed to view it).")
 @_what_if_options
 @calibration_option
-@quiet_option
 def report_command(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
                    gamma_max: int | None, alpha: float | None, observed: str | None,
                    calibration: str | None) -> None:
@@ -384,8 +363,8 @@ def report_command(profile: str, fmt: str, batches: tuple[int, ...], contexts: t
 
     A gamma* heatmap over batch x context coloured by speedup, Sp(gamma) curves, the verify
     step's per-component cost and marginal cost at a few batch sizes, acceptance per draft
-    position, and every input with its source. The figures need matplotlib:
-    pip install 'spectune[report]'.
+    position, and every input with its source. The figures need matplotlib: pip install
+    'spectune[report]' (from a checkout: pip install -e '.[report]').
 
     \b
     Example:
@@ -454,7 +433,8 @@ _common = [
     click.option("--gpu", shell_complete=_completer("gpus"),
                  help="Built-in GPU name (spectune profiles list gpus)."),
     click.option("--model", shell_complete=_completer("models"),
-                 help="Built-in model name or path to a Hugging Face config.json."),
+                 help="Built-in model name, a Hugging Face config.json or a model folder holding one."),
+    DTYPE_OPTION,
     click.option("--tp", type=click.IntRange(1, MAX_GPUS), help="Tensor-parallel size."),
     click.option("--ep", type=click.IntRange(1, MAX_GPUS), help="Expert-parallel size (1 or tp*dp)."),
     click.option("--dp", type=click.IntRange(1, MAX_GPUS), help="Data-parallel (attention) size."),
@@ -482,7 +462,7 @@ def common_options(fn: F) -> F:
               help="MoE routing: share F of a token's experts the previous position of its sequence "
                    "also used; overrides the profile's routing. 0 with no skew = uniform.")
 @output_option()
-def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None,
+def cost(profile: str | None, gpu: str | None, model: str | None, dtypes: tuple[str, ...], tp: int | None,
          ep: int | None, dp: int | None, engine: str | None, batches: tuple[int, ...],
          tokens: int, context: int, peak: bool, coactivation: float | None, fmt: str) -> None:
     """Cost of one forward pass per GPU, by component.
@@ -499,9 +479,10 @@ def cost(profile: str | None, gpu: str | None, model: str | None, tp: int | None
     """
     from spectune.documents import sweep_doc
     from spectune.pricing import price_pass, resolve_target
+    from spectune.user_model import parse_dtypes
 
     target = resolve_target(profile, gpu=gpu, model=model, tp=tp, ep=ep, dp=dp, engine=engine,
-                            coactivation=coactivation)
+                            coactivation=coactivation, dtypes=parse_dtypes(dtypes))
     passes = [price_pass(target, batch, tokens, context, achieved=not peak) for batch in batches]
     for pc in passes:
         warn_if_too_big(pc.memory, pc.batch, context)
@@ -533,7 +514,7 @@ def widthdepth(profile: str, positions: int, batch: int | None, alpha: float | N
                coactivation: float | None, with_drafter: bool, with_engine: bool, fmt: str) -> None:
     """Spend N positions per step as width (N sequences) or as depth (speculation)?
 
-    Seed 003's interview question for PROFILE's model and GPU: throughput of batching N
+    The width-vs-depth question for PROFILE's model and GPU: throughput of batching N
     sequences against verifying N / batch positions of each of `batch` sequences at
     acceptance alpha, with the expert and attention bytes each moves. Under uniform routing
     the two move the same experts; co-activation of consecutive positions (the profile's
@@ -559,7 +540,7 @@ def widthdepth(profile: str, positions: int, batch: int | None, alpha: float | N
               help="Context length, for the roofline speedup.")
 @calibration_option
 @output_option()
-def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | None,
+def speedup(profile: str | None, gpu: str | None, model: str | None, dtypes: tuple[str, ...], tp: int | None,
             ep: int | None, dp: int | None, engine: str | None, alpha: float | None,
             gamma: int, draft_cost: float | None, drafter: str | None, batch: int | None,
             context: int | None, calibration: str | None, fmt: str) -> None:
@@ -587,7 +568,10 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, tp: int | N
         return
     if batch is None or context is None:
         raise InputError("the roofline speedup needs --batch and --context")
-    where = resolve_target(profile, gpu=gpu, model=model, tp=tp, ep=ep, dp=dp, engine=engine)
+    from spectune.user_model import parse_dtypes
+
+    where = resolve_target(profile, gpu=gpu, model=model, tp=tp, ep=ep, dp=dp, engine=engine,
+                           dtypes=parse_dtypes(dtypes))
     target = speedup_deployment(where, batch, context, drafter=drafter or None, draft_cost=draft_cost,
                                 alpha=alpha)
     from spectune.memory import memory
@@ -644,7 +628,12 @@ def profiles_show(name: str, kind: str | None) -> None:
             continue
         click.echo(path.read_text(encoding="utf-8"), nl=False)
         return
-    raise InputError(f"no built-in profile named {name!r} (see: spectune profiles list)")
+    from spectune.names import did_you_mean
+    from spectune.profiles import builtin_names, example_names
+
+    hint = did_you_mean(name, [(n, k) for k in ([kind] if kind else [*KINDS, "examples"])
+                               for n in (example_names() if k == "examples" else builtin_names(k))])
+    raise InputError(f"no built-in profile named {name!r}{hint} (see: spectune profiles list)")
 
 
 # --------------------------------------------------------------------------- emit
@@ -678,9 +667,11 @@ def _batch_mix(values: tuple[str, ...]) -> dict[int, float] | None:
                    "-o yaml` file, as `recommend --observed` takes them.")
 @click.option("--adaptive-config-path", default="spectune-sglang-adaptive.json", show_default=True,
               help="With sglang: the file name --speculative-adaptive-config points at.")
-@quiet_option
+@click.option("--engine-version", metavar="RELEASE",
+              help="The engine release the settings are for [default: the engine profile's version]; "
+                   "before vLLM 0.24.0 one static gamma replaces the per-batch-size schedule.")
 def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: str | None,
-                 adaptive_config_path: str) -> None:
+                 adaptive_config_path: str, engine_version: str | None) -> None:
     """Print the serving-engine settings for PROFILE's recommendation, and nothing else.
 
     \b
@@ -709,6 +700,12 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
     from spectune.recommend import recommend as run
 
     dep = load_deployment(profile)
+    if engine_version is not None:
+        from dataclasses import replace
+
+        from spectune.engine_version import parse_engine_version
+
+        dep = replace(dep, engine=replace(dep.engine, version=parse_engine_version(engine_version)))
     observation = None
     if observed:
         from spectune.observe.observation import load_observation
@@ -800,7 +797,8 @@ def check_command(serving_config: str, profile: str | None, profile_map: str | N
 # --------------------------------------------------------------------------- init
 @cli.command("init")
 @click.option("--gpu", help="Built-in device (spectune profiles list gpus), e.g. h100-sxm or cpu.")
-@click.option("--model", help="Built-in model name, a Hugging Face config.json, or a snapshot folder.")
+@click.option("--model", help="Built-in model name, a Hugging Face config.json, or a model folder.")
+@DTYPE_OPTION
 @click.option("--drafter", default="ngram", show_default=True, help="Built-in drafter.")
 @click.option("--engine", help="Serving engine profile (vllm, sglang). Default: the server's, else vllm.")
 @click.option("--tp", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True)
@@ -813,9 +811,9 @@ def check_command(serving_config: str, profile: str | None, profile_map: str | N
 @click.option("--name", help="Profile name.")
 @click.option("--from-server", "server_url", metavar="URL",
               help="Read the served model (its local config.json) and engine from a running server.")
-def init_command(gpu: str | None, model: str | None, drafter: str, engine: str | None, tp: int,
-                 ep: int, dp: int, batches: tuple[int, ...], contexts: tuple[int, ...],
-                 name: str | None, server_url: str | None) -> None:
+def init_command(gpu: str | None, model: str | None, dtypes: tuple[str, ...], drafter: str,
+                 engine: str | None, tp: int, ep: int, dp: int, batches: tuple[int, ...],
+                 contexts: tuple[int, ...], name: str | None, server_url: str | None) -> None:
     """Write a starting deployment profile (commented YAML) to stdout.
 
     \b
@@ -824,6 +822,7 @@ def init_command(gpu: str | None, model: str | None, drafter: str, engine: str |
       spectune init --gpu cpu --from-server SERVER_URL > p.yaml
     """
     from spectune.init import profile_text, server_info
+    from spectune.user_model import parse_dtypes
 
     info = server_info(server_url) if server_url else None
     if model is None and info is not None:
@@ -838,7 +837,7 @@ def init_command(gpu: str | None, model: str | None, drafter: str, engine: str |
                             engine=engine or (info.engine if info else "vllm"), tp=tp, ep=ep, dp=dp,
                             batches=batches or ((1, 4, 16) if cpu else (1, 8, 64)),
                             contexts=contexts or ((256,) if cpu else (2048,)), name=name,
-                            server=info), nl=False)
+                            server=info, dtypes=parse_dtypes(dtypes)), nl=False)
 
 
 # --------------------------------------------------------------------------- calibrate
@@ -862,8 +861,7 @@ def calibrate_command(observations: tuple[str, ...], profile: str, fmt: str) -> 
     from spectune.api import calibrate as run
 
     doc = run(profile, list(observations))
-    for n in doc["notes"]:
-        click.echo(f"spectune: note: {n}", err=True)
+    notes(doc["notes"])
     emit(doc, fmt)
 
 

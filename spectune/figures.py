@@ -11,11 +11,27 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from spectune.errors import InputError
 
-INSTALL_HINT = "pip install 'spectune[report]'"
+INSTALL_HINT = "pip install 'spectune[report]'"  # from an installed wheel (PyPI)
+
+
+def install_hint(package_dir: Path | None = None) -> str:
+    """How to install the ``report`` extra where spectune runs from: in a checkout (the
+    package beside the repository's pyproject.toml, e.g. an editable install) the extra of
+    that checkout, else the wheel's :data:`INSTALL_HINT`."""
+    here = package_dir or Path(__file__).resolve().parent
+    project = here.parent / "pyproject.toml"
+    try:
+        ours = project.is_file() and 'name = "spectune"' in project.read_text(encoding="utf-8")
+    except OSError:
+        ours = False
+    if ours:
+        return f"pip install -e '.[report]' (in {here.parent})"
+    return INSTALL_HINT
 # Colour-blind-safe qualitative palette (Okabe & Ito, "Color Universal Design", 2008).
 # then Paul Tol's "muted" scheme for parts past eight (https://personal.sron.nl/~pault/).
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#999999",
@@ -26,7 +42,7 @@ def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise InputError(f"the report's figures need matplotlib: {INSTALL_HINT}") from None
+        raise InputError(f"the report's figures need matplotlib: {install_hint()}") from None
     matplotlib.use("Agg")
     matplotlib.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "spectune",
                                 "font.size": 9, "axes.spines.top": False,

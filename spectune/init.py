@@ -30,18 +30,21 @@ class ServerInfo:
 
 
 def model_ref(model: str) -> tuple[Any, str]:
-    """(profile value, comment) for ``--model``: a built-in name, a config.json, or a folder."""
-    p = Path(model)
-    if p.is_dir():
-        cfg = p / "config.json"
-        if not cfg.is_file():
-            raise InputError(f"--model {model}: a folder without config.json (give a Hugging Face "
-                             "snapshot folder, a config.json or a built-in model name)")
-        return {"config": str(cfg.resolve())}, f"config.json of the snapshot folder {model}"
-    if model.endswith(".json"):
+    """(profile value, comment) for ``--model``: a built-in name, a config.json, or a model
+    folder; a path is kept as the user typed it (a relative one is read from the profile's
+    folder, which is where ``init``'s output usually goes: the working directory)."""
+    from spectune.profiles import builtin_aliases
+    from spectune.user_model import config_file, is_path
+
+    if is_path(model, lambda r: bool(builtin_aliases("models", r))):
+        p = Path(model)
+        where = "" if p.is_absolute() else " (relative: read from this file's folder)"
+        if p.is_dir():
+            config_file(p)  # a folder without config.json fails here
+            return {"config": model}, f"a Hugging Face model folder{where}"
         if not p.is_file():
             raise InputError(f"--model {model}: no such file")
-        return {"config": str(p.resolve())}, "a Hugging Face config.json"
+        return {"config": model}, f"a Hugging Face config.json{where}"
     from spectune.profiles import builtin_path
 
     builtin_path("models", model)  # unknown names fail here with suggestions
@@ -87,11 +90,15 @@ def server_info(url: str, timeout: float = 10.0) -> ServerInfo:
 
 def profile_text(*, gpu: str, model: str, drafter: str, engine: str, tp: int, ep: int, dp: int,
                  batches: tuple[int, ...], contexts: tuple[int, ...], name: str | None = None,
-                 server: ServerInfo | None = None) -> str:
-    """The commented YAML profile; validated by loading it back."""
+                 server: ServerInfo | None = None, dtypes: dict[str, str] | None = None) -> str:
+    """The commented YAML profile; validated by loading it back. ``dtypes`` (``--dtype``)
+    are written as the model's ``dtypes:`` (on a built-in: ``model: {base: NAME, dtypes}``)."""
     mval, mnote = model_ref(model)
     cpu = gpu.lower() in ("cpu", "x86-cpu", "vllm-cpu")
-    name = name or f"{Path(model).name or model}-{gpu}-{drafter}".replace(".json", "")
+    if name is None:
+        from spectune.user_model import model_label
+
+        name = f"{model_label(model) if isinstance(mval, dict) else model}-{gpu}-{drafter}"
     lines = ["# spectune deployment profile, written by `spectune init`. Edit freely;",
              "# check it with `spectune recommend THIS_FILE`."]
     if server is not None:
@@ -100,9 +107,13 @@ def profile_text(*, gpu: str, model: str, drafter: str, engine: str, tp: int, ep
     lines += [f"name: {json.dumps(name)}",
               f"gpu: {gpu}" + ("                      # placeholder constants: run `spectune calibrate`"
                                if cpu else "                      # spectune profiles show " + gpu)]
-    if isinstance(mval, dict):
+    if isinstance(mval, dict) or dtypes:
+        key, value = ("config", mval["config"]) if isinstance(mval, dict) else ("base", mval)
         lines += ["model:                                        # " + mnote,
-                  f"  config: {json.dumps(mval['config'])}"]
+                  f"  {key}: {json.dumps(value)}"]
+        if dtypes:
+            lines.append("  dtypes: {" + ", ".join(f"{k}: {v}" for k, v in dtypes.items())
+                         + "}                # storage dtypes over the model's own")
     else:
         lines.append(f"model: {mval}                    # {mnote}")
     lines += [f"drafter: {drafter}                   # built-in drafter (spectune profiles list drafters)",

@@ -1,4 +1,5 @@
-"""Click parameter types shared by every command: numbers that must be finite.
+"""Click parameter types and options shared by every command: numbers that must be finite,
+``-q/--quiet``, ``--dtype``.
 
 click's ``FloatRange`` lets ``nan`` through (NaN fails every comparison, so no bound
 rejects it) and ``inf`` through an open upper bound; ``--tolerance nan`` or
@@ -20,3 +21,31 @@ class FiniteFloatRange(click.FloatRange):
         if isinstance(rv, float) and not math.isfinite(rv):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return rv
+
+
+QUIET_HELP = "No notes on stderr (warnings and errors still show)."
+
+
+def _set_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        from spectune.notes import set_quiet
+
+        set_quiet(True)
+
+
+def add_quiet(cmd: click.Command) -> None:
+    """Give ``cmd`` and every subcommand ``-q/--quiet`` with one meaning everywhere: no notes
+    on stderr (:mod:`spectune.notes`). A command that declares its own keeps it (observe's
+    also turns its progress bar off)."""
+    if not any(p.name == "quiet" for p in cmd.params):
+        cmd.params.append(click.Option(["-q", "--quiet"], is_flag=True, expose_value=False,
+                                       is_eager=True, callback=_set_quiet, help=QUIET_HELP))
+    for sub in getattr(cmd, "commands", {}).values():
+        add_quiet(sub)
+
+
+# --dtype KEY=DTYPE: wherever a model is taken (cost, speedup, init); spectune.user_model reads it.
+DTYPE_OPTION = click.option(
+    "--dtype", "dtypes", multiple=True, metavar="KEY=DTYPE",
+    help="Storage dtype over the model's own (repeatable): weights, experts, kv_cache, lm_head or "
+         "activations = fp8, bf16, int4, ... e.g. --dtype weights=fp8 --dtype kv_cache=fp8.")

@@ -35,12 +35,13 @@ class Target:
 def resolve_target(profile: Deployment | str | None = None, *, gpu: GPU | str | None = None,
                    model: Model | str | None = None, tp: int | None = None, ep: int | None = None,
                    dp: int | None = None, engine: Engine | str | None = None,
-                   coactivation: float | None = None) -> Target:
+                   coactivation: float | None = None, dtypes: dict[str, str] | None = None) -> Target:
     """GPU, model, parallelism and engine from a profile, overridden by what is given.
 
     ``engine``: a built-in name, ``"none"`` for the pure roofline, or an :class:`Engine`;
     without a profile it defaults to ``"vllm"``. ``coactivation`` (0..1) overrides the MoE
-    routing's co-activation (seed 003). :class:`InputError` when neither a profile nor
+    routing's co-activation (seed 003); ``dtypes`` (a profile's ``dtypes:`` keys) the model's
+    storage dtypes. :class:`InputError` when neither a profile nor
     both ``gpu`` and ``model`` are given, or the parallelism is inconsistent."""
     from spectune.profiles import load_deployment, load_engine, load_gpu, load_model
 
@@ -49,6 +50,10 @@ def resolve_target(profile: Deployment | str | None = None, *, gpu: GPU | str | 
         raise InputError("give --gpu and --model, or --profile")
     g = load_gpu(gpu) if isinstance(gpu, str) else gpu or dep.gpu  # type: ignore[union-attr]
     m = load_model(model) if isinstance(model, str) else model or dep.model  # type: ignore[union-attr]
+    if dtypes:
+        from spectune.user_model import with_dtypes
+
+        m = with_dtypes(m, dtypes)
     base = dep.parallelism if dep else Parallelism()
     try:
         par = Parallelism(tp or base.tp, ep or base.ep, dp or base.dp)

@@ -143,7 +143,9 @@ def _us(key: str) -> Field:
 
 
 ENGINE = Obj((
-    NAME, ALIASES, _text("version", "engine version the constants were measured on"),
+    NAME, ALIASES,
+    _text("version", "engine release the profile targets (`emit --engine-version` defaults to it; "
+                     "vLLM before 0.24.0 gets one static gamma)"),
     *(_us(k) for k in ENGINE_US),
     _opt("draft_pass_overhead_by_kind_us",
          Obj(tuple(_opt(k, _num(OVERHEAD_US, "microseconds")) for k in DRAFTER_KINDS),
@@ -156,22 +158,26 @@ ENGINE = Obj((
 LOADS = List(Either((Number(minimum=0.0), List(Number(minimum=0.0), min_items=1)),
                     "a load (tokens or share) or a list of them"), min_items=1)
 ROUTING = Either((Choice(("uniform",)), Obj((
-    _opt("coactivation", Number(minimum=0.0, maximum=1.0, description="co-activation F, seed 003")),
+    _opt("coactivation", Number(minimum=0.0, maximum=1.0,
+                                description="co-activation F: share of a token's experts the previous "
+                                            "position of its sequence also used")),
     _opt("decay", Number(minimum=0.0, maximum=1000.0, description="skew of expert loads (rate)")),
     _opt("loads", LOADS),
     _text("source"),
-), "seed 003's co-activation / skewed routing", rules=(not_together("decay", "loads"),))),
+), "co-activation / skewed routing", rules=(not_together("decay", "loads"),))),
     "'uniform' or a mapping", "MoE routing: uniform (coupon collector) or co-activation / skew")
 DTYPES = Obj(tuple(_opt(k, Choice(tuple(DTYPE_BYTES))) for k in DTYPE_KEYS), "storage dtypes")
-MODEL_SOURCE = ("hf_config", "config")
+MODEL_SOURCE = ("hf_config", "config", "base")
 MODEL = Obj((
     NAME, ALIASES, _opt("dtypes", DTYPES),
     _opt("hf_config", AnyObject()),
-    _opt("config", Text("path to a Hugging Face config.json (relative to the profile)")),
+    _opt("config", Text("path to a Hugging Face config.json or a model folder holding one "
+                        "(relative to the profile)")),
+    _opt("base", Text("a built-in model whose config the others override, e.g. with other dtypes")),
     _opt("routing", ROUTING),
-), "a model: its config.json fields inline (hf_config) or a path (config)",
-    rules=(one_of_keys(MODEL_SOURCE, "'hf_config' (inline config.json fields) or 'config' (path "
-                                     "to a config.json)", exactly=False),))
+), "a model: its config.json fields inline (hf_config), a path (config) or a built-in (base)",
+    rules=(one_of_keys(MODEL_SOURCE, "'hf_config' (inline config.json fields), 'config' (path "
+                                     "to a config.json) or 'base' (a built-in model)", exactly=False),))
 MODEL_REF = Either((Text("a built-in model name or alias (spectune profiles list models), or a path "
                          "to a config.json"), Named(DEFS["model"], MODEL)),
                    "a built-in model name, a config.json path or a mapping", MODEL.description)

@@ -36,6 +36,7 @@ from spectune.model import UNIFORM, Drafter, Model, MoE, Routing
 from spectune.priors import ngram_prior
 from spectune.profile_acceptance import acceptance_from_mapping
 from spectune.profile_spec import BUILTIN, KERNEL_KEYS, PROFILE
+from spectune.user_model import config_file, is_path, model_label, on_base
 
 KINDS = ("gpus", "models", "drafters", "engines")
 KeyPath = tuple[str, ...]
@@ -250,6 +251,7 @@ def _read_config_json(doc: Doc, path: KeyPath, ref: str) -> dict[str, Any]:
         f = Path(doc.file).parent / f if doc.file not in ("<inline>", "<stdin>") else f
     if not f.exists():
         raise doc.error(path, f"config.json not found: {f}")
+    f = config_file(f, lambda message: doc.error(path, message))  # a model folder: its config.json
     problem = input_file_problem(str(f))
     if problem:
         raise doc.error(path, problem)
@@ -263,6 +265,9 @@ def _read_config_json(doc: Doc, path: KeyPath, ref: str) -> dict[str, Any]:
 
 
 def model_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], default_name: str = "") -> Model:
+    if "base" in v:  # a built-in model with other dtypes
+        f, _, base = _read_builtin("models", str(v["base"]), doc, (*path, "base"))
+        v = on_base(base, v, f.stem)
     cfg_path: KeyPath = (*path, "hf_config" if "hf_config" in v else "config")
     cfg = v["hf_config"] if "hf_config" in v else _read_config_json(doc, cfg_path, v["config"])
     try:
@@ -286,12 +291,13 @@ def _warned(model: Model) -> Model:
 
 
 def load_model(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Model:
-    """A built-in model by name, or a Hugging Face config.json by path."""
-    if ref.endswith(".json") or ("/" in ref and Path(ref).exists()):
+    """A built-in model by name, or a Hugging Face config.json or model folder by path."""
+    folder = Path(doc.file).parent if doc is not None and not doc.file.startswith("<") else None
+    if is_path(ref, lambda r: bool(builtin_aliases("models", r)), folder):
         d = doc or Doc(None, "<command line>")
         cfg = _read_config_json(d, path, ref)
         try:
-            return _warned(model_from_hf_config(cfg, Path(ref).parent.name or ref, None, ref))
+            return _warned(model_from_hf_config(cfg, model_label(ref), None, ref))
         except (ValueError, TypeError, KeyError, ZeroDivisionError, OverflowError) as exc:
             raise InputError(str(exc), ref) from None
     f, d, v = _read_builtin("models", ref, doc, path)
@@ -418,6 +424,10 @@ def load_deployment(ref: str) -> Deployment:
         ex = examples_dir() / (p.name if p.suffix in (".yaml", ".yml") else f"{ref}.yaml")
         if ex.is_file():
             p = ex
+    if not p.exists():
+        from spectune.names import missing_profile
+
+        missing_profile(ref, example_names())  # a misspelt shipped name: "did you mean ...?"
     return deployment_from_doc(read_doc(p))
 
 

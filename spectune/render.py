@@ -403,8 +403,11 @@ def _check_table(doc: Document, fmt: str) -> str:
 
     rows = []
     for p in doc["points"]:
-        mark = ("no fit" if not p.get("feasible", True) else "ok" if p["ok"]
-                else ("SLOWER" if p["slows_down"] else "FAIL"))
+        if not p.get("feasible", True):  # it cannot run: no speedups to show
+            rows.append([p["batch"], f"{p['context']:,}", gamma(p["configured_gamma"]), "-", "-", "-",
+                         "-", "no fit (memory)", "-"])
+            continue
+        mark = "ok" if p["ok"] else ("SLOWER" if p["slows_down"] else "FAIL")
         mark += f" {MARGINAL_MARK}" if p.get("marginal_gain") else ""
         rows.append([p["batch"], f"{p['context']:,}", gamma(p["configured_gamma"]),
                      f"{p['configured_speedup']:.2f}x", gamma(p["recommended_gamma"]),

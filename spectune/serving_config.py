@@ -16,11 +16,12 @@ import yaml
 
 from spectune.engines import ENGINES, engine_for
 from spectune.engines import vllm as _vllm
-from spectune.engines.options import Configured
+from spectune.engines.options import Configured, split_options
 from spectune.errors import InputError
-from spectune.inputs import yaml_documents
+from spectune.inputs import input_file_problem, read_input, yaml_documents
 from spectune.manifests import line_of, manifest_containers
 from spectune.profiles import read_text
+from spectune.quantization import from_args, from_config_file
 from spectune.shell import shell_c_script, shell_commands
 
 
@@ -53,6 +54,7 @@ def _from_yaml(text: str, file: str) -> Configured:
     data, node = docs[0]
     conf = Configured(_vllm.NAME, "vllm-config-file", file, 1)
     _vllm.read_config_file(conf, data, node)
+    _storage(conf, from_config_file(data))
     return conf
 
 
@@ -94,7 +96,28 @@ def _from_shell(text: str, file: str, folder: Path) -> Configured:
 def _from_command(cmd: _Command, form: str, file: str, folder: Path) -> Configured:
     conf = Configured(cmd.engine, form, file, cmd.line)
     engine_for(cmd.engine).read_args(conf, cmd.args, folder)
+    _storage(conf, _referenced_config(cmd, folder))  # a `--config FILE` first, the command line over it
+    _storage(conf, from_args(cmd.args))
     return conf
+
+
+def _referenced_config(cmd: _Command, folder: Path) -> dict[str, str]:
+    """--quantization / --kv-cache-dtype of the `vllm serve --config FILE` a command names (the
+    engine module has read the file already; one it could not read gives nothing here)."""
+    found: dict[str, str] = {}
+    for opt, val in split_options(cmd.args):
+        f = Path(val or "") if Path(val or "").is_absolute() else folder / (val or "")
+        if cmd.engine == _vllm.NAME and opt == "--config" and val and input_file_problem(str(f)) is None:
+            docs = yaml_documents(read_input(str(f)), str(f))
+            if docs and isinstance(docs[0][0], dict):
+                found.update(from_config_file(docs[0][0]))
+    return found
+
+
+def _storage(conf: Configured, found: dict[str, str]) -> None:
+    """The configured --quantization / --kv-cache-dtype (:mod:`spectune.quantization`)."""
+    conf.quantization = found.get("quantization", conf.quantization)
+    conf.kv_cache_dtype = found.get("kv_cache_dtype", conf.kv_cache_dtype)
 
 
 def _from_kubernetes(docs: list[tuple[Any, yaml.Node]], file: str) -> Configured:

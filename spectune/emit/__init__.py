@@ -9,7 +9,6 @@ only the snippet on stdout, every note on stderr, so the output can go straight 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -51,9 +50,10 @@ def emit_snippet(rec: Recommendation, kind: str, weights: Mapping[int, float] | 
     """The snippet text; its notes are written to stderr as ``spectune: note: ...``.
 
     What ``spectune recommend --emit`` and ``spectune emit`` both print."""
+    from spectune.notes import notes
+
     snip = build_snippet(rec, kind, weights, adaptive_path=adaptive_path)
-    for note in snip.notes:
-        print(f"spectune: note: {note}", file=sys.stderr)
+    notes(snip.notes)
     return snip.text
 
 

@@ -44,6 +44,8 @@ class Configured:
     tensor_parallel: int = 1
     expert_parallel: bool = False  # vLLM --enable-expert-parallel / SGLang --ep-size > 1
     schedule_capped: bool = False  # the engine clamps the schedule to ``gamma`` (vLLM)
+    quantization: str | None = None  # --quantization as configured (None: not stated)
+    kv_cache_dtype: str | None = None  # --kv-cache-dtype as configured (None: not stated)
 
     @property
     def speculate(self) -> bool:

@@ -90,6 +90,7 @@ from spectune.emit.plan import (
     off_reason,
     smoothing_note,
 )
+from spectune.engine_version import predates
 from spectune.engines.options import (
     FALSE,
     Configured,
@@ -211,14 +212,17 @@ def vllm_speculative_config(rec: Recommendation, weights: Mapping[int, float] | 
     schedule = None
     k = plan.max_gamma
     if plan.varies:
-        if dep.parallelism.dp > 1:
+        old = predates(dep.engine, NAME, SCHEDULE_MIN_VLLM)
+        if dep.parallelism.dp > 1 or old:
             k = plan.static_gamma
-            notes.append(
-                f"gamma* changes with batch size ({describe(plan)}) but vLLM ignores "
-                f"num_speculative_tokens_per_batch_size when data_parallel_size > 1 "
-                f"(dp = {dep.parallelism.dp}; vllm/config/vllm.py, vllm-project/vllm#45963): "
-                f"emitting one static K = {k}, the best mean predicted throughput over "
-                f"{describe_mix(plan)}")
+            why = (f"vLLM {old} predates num_speculative_tokens_per_batch_size (vLLM >= "
+                   f"{SCHEDULE_MIN_VLLM}, vllm-project/vllm#32374; --engine-version or the engine "
+                   "profile's version)" if old else
+                   f"vLLM ignores num_speculative_tokens_per_batch_size when data_parallel_size > 1 "
+                   f"(dp = {dep.parallelism.dp}; vllm/config/vllm.py, vllm-project/vllm#45963)")
+            notes.append(f"gamma* changes with batch size ({describe(plan)}) but {why}: emitting "
+                         f"one static K = {k}, the best mean predicted throughput over "
+                         f"{describe_mix(plan)}")
             if k == 0:
                 notes.append("that static K is 0, so speculation is turned off: "
                              + off_reason(rec, plan, True))

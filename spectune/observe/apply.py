@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from spectune.deployment import Deployment, Workload
 from spectune.draft_share import undrafted_share
@@ -32,6 +33,7 @@ def apply_observation(dep: Deployment, obs: Observation, *, keep_batches: bool =
     workload = Workload(batches or dep.workload.batch_sizes, contexts or dep.workload.context_lengths)
     mix = dict(zip(point["batch_sizes"], point["batch_weights"], strict=True)) or None
     notes = tuple(f"observed operating point: {n}" for n in point["notes"])
+    notes += (batch_note(point, dep.workload.batch_sizes, keep_batches),)
     out = replace(dep, acceptance=observation_acceptance(obs), workload=workload)
     t, s = obs.steps, obs.speculation
     if dep.drafter.kind == "ngram" and t is not None and t.draft_fraction:
@@ -43,6 +45,29 @@ def apply_observation(dep: Deployment, obs: Observation, *, keep_batches: bool =
                   f"carried one, {fill:.0%} of K long on average; {u:.0%} of output tokens came "
                   "from steps without a draft, so a deeper gamma drafts on fewer steps",)
     return Applied(out, mix, notes)
+
+
+def _sizes(batches: tuple[int, ...] | list[int]) -> str:
+    return ", ".join(str(b) for b in batches)
+
+
+def batch_note(point: dict[str, Any], profile: tuple[int, ...], kept: bool) -> str:
+    """Which batch sizes a run with an observation evaluates, and how they relate to the
+    profile's ``workload.batch_sizes`` (``point``: :func:`observation_operating_point`;
+    ``kept``: --batch was given and wins)."""
+    seen = list(point["batch_sizes"])
+    shares = ", ".join(f"{b} ({w:.0%})" for b, w in zip(seen, point["batch_weights"], strict=True))
+    basis = point.get("batch_basis", "")
+    if kept:
+        return (f"batch sizes: as --batch gives them, not the observed {shares or 'none'}"
+                + (f" ({basis})" if seen else ""))
+    if not seen:
+        return f"batch sizes: the profile's {_sizes(profile)} (the observation gives none)"
+    both = [b for b in seen if b in profile]
+    relation = (f"{_sizes(both)} of them also in the profile's list" if both
+                else "none of them in the profile's list")
+    return (f"batch sizes: the observed {shares} ({basis}) instead of the profile's "
+            f"{_sizes(profile)}; {relation} (give --batch to evaluate others)")
 
 
 def missing_mix_note(obs: Observation, where: str) -> str:

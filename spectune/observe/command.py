@@ -104,7 +104,8 @@ _EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>2}  {meaning}" for code, _,
                    "not show it), e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":3}'.")
 @click.option("--save-scrapes", type=click.Path(file_okay=False),
               help="Write every raw scrape (and index.json with times) to this folder.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@click.option("-q", "--quiet", is_flag=True, callback=lambda _c, _p, v: _quiet(v), is_eager=True,
+              help="No notes on stderr and no progress bar (warnings and errors still show).")
 @prometheus_options
 def observe(url: str | None, log_file: str | None, fmt: str, window: float | None, interval: float,
             model_name: str | None, timeout: float, retries: int, token_env: str, token_file: str | None,
@@ -201,6 +202,15 @@ def _speculative_config(text: str | None) -> dict[str, Any] | None:
         raise ObserveUsageError("--speculative-config: expected a JSON object, e.g. "
                                 '\'{"method": "ngram", "num_speculative_tokens": 3}\'')
     return cfg
+
+
+def _quiet(on: bool) -> bool:
+    """``-q``: the notes silenced (:mod:`spectune.notes`, as every command's ``-q``)."""
+    if on:
+        from spectune.notes import set_quiet
+
+        set_quiet(True)
+    return on
 
 
 def _stderr_is_terminal() -> bool:
