@@ -65,7 +65,9 @@ def _table_variant(detail: bool, fmt: str, columns: int) -> str:
 
 
 def fail(err: SpectuneError) -> NoReturn:
-    click.echo(f"spectune: error: {err.message}", err=True)
+    from spectune.observe.redact import gate
+
+    click.echo(f"spectune: error: {gate(err.message)}", err=True)
     sys.exit(err.exit_code)
 
 
@@ -86,7 +88,9 @@ def internal_error(exc: BaseException) -> NoReturn:
         import traceback
 
         traceback.print_exc()
-    text = (str(exc).splitlines() or [""])[0][:200]
+    from spectune.observe.redact import clip, gate
+
+    text = clip(gate((str(exc).splitlines() or [""])[0]), 200)
     click.echo(f"spectune: internal error (a bug in spectune, not in your input): "
                f"{type(exc).__name__}{': ' + text if text else ''}; please report it with the "
                "command that caused it (SPECTUNE_DEBUG=1 shows the traceback)", err=True)
@@ -100,8 +104,10 @@ def notes(texts: Any) -> None:
     """Each note on stderr as ``spectune: note: ...``, unless --quiet."""
     if _QUIET["on"]:
         return
+    from spectune.observe.redact import gate
+
     for text in texts:
-        click.echo(f"spectune: note: {text}", err=True)
+        click.echo(f"spectune: note: {gate(text)}", err=True)
 
 
 def _set_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> None:

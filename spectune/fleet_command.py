@@ -139,8 +139,10 @@ def _render(rows: Sequence[Any], fleet: Any, notes: list[str], fmt: str) -> None
     source = {"prometheus": fleet.source, "selector": f"{{{q.matchers}}}" if q.matchers else None,
               "by": list(q.by), "window_seconds": q.window,
               "end": fleet.to_dict()["window"]["end"]}
+    from spectune.observe.redact import gate
+
     for n in notes:
-        click.echo(f"spectune: note: {n}", err=True)
+        click.echo(f"spectune: note: {gate(n)}", err=True)
     doc = fleet_report_doc(rows, source, [*fleet.notes, *notes], recommendation_doc)
     click.echo(render(doc, fmt), nl=False)
 

@@ -87,7 +87,11 @@ def to_yaml(doc: Document) -> str:
 
 def render(doc: Document, fmt: str, *, variant: str = "") -> str:
     """Text of ``doc`` in ``fmt`` (one of :data:`FORMATS`); ``variant`` picks another human
-    table where the kind has one (else the default table)."""
+    table where the kind has one (else the default table). Once a network client ran, every
+    string passes :func:`spectune.observe.redact.gate_doc` first (no credential printed)."""
+    from spectune.observe.redact import gate_doc
+
+    doc = gate_doc(doc)
     if fmt == "json":
         return to_json(doc)
     if fmt == "yaml":

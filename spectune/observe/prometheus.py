@@ -23,7 +23,8 @@ turns it into the Observation, labelled with the group's labels.
 
 HTTP: one ``requests`` call per query with ``timeout`` seconds for the whole answer and a
 size cap on the body; a bearer token (never printed), a CA bundle, and the multi-tenant
-``X-Scope-OrgID`` header (Cortex, Mimir, Thanos) when given.
+``X-Scope-OrgID`` header (Cortex, Mimir, Thanos) when given. Every answer's text reaches a
+message through :mod:`spectune.observe.redact`; no redirect to another host with credentials.
 """
 
 from __future__ import annotations
@@ -50,10 +51,10 @@ from spectune.observe.faults import (
     SpeculationNotEnabled,
     TimeoutFault,
     TLSFault,
-    scrub,
 )
 from spectune.observe.observation import OBSERVATION, Observation, Source, Window, iso
-from spectune.observe.scrape import _classify_connection_error, _tls_reason, redact_url
+from spectune.observe.redact import answered_by, protect, redact_url, scrub, server_text
+from spectune.observe.scrape import _classify_connection_error, _tls_reason
 from spectune.observe.window import Capture, Snapshot
 
 MAX_BODY_BYTES = 64 * 1024 * 1024  # one query's answer
@@ -172,9 +173,10 @@ class PromClient:
         import requests
 
         self.opts = opts
-        self.where = redact_url(opts.url)
         self._session = requests.Session()
         self._session.trust_env = False
+        protect(self._session, opts.url, opts.token, redact_url(opts.url))
+        self.where = redact_url(opts.url)
         if opts.token:
             self._session.headers["Authorization"] = f"Bearer {opts.token}"
         if opts.org_id:
@@ -213,7 +215,7 @@ class PromClient:
                                            f"{MAX_BODY_BYTES // 2**20} MiB: narrow --selector")
                     if time.monotonic() > deadline:
                         raise late
-                status = resp.status_code
+                status, where = resp.status_code, answered_by(url, resp.url, self.where)
         except requests.exceptions.SSLError as err:
             raise TLSFault(f"TLS with {self.where} failed: {_tls_reason(err)}") from None
         except requests.exceptions.Timeout:
@@ -224,12 +226,13 @@ class PromClient:
             raise _classify_connection_error(err, self.where) from None
         except requests.exceptions.RequestException as err:
             raise ObserveUsageError(self._clean(f"cannot query {self.where}: {type(err).__name__}")) from None
-        return self._decode(bytes(body), status, params.get("query", ""))
+        return self._decode(bytes(body), status, params.get("query", ""), where)
 
     def _clean(self, text: str) -> str:
-        return scrub(text, self.opts.token)
+        return scrub(text)
 
-    def _decode(self, body: bytes, status: int, query: str) -> Any:
+    def _decode(self, body: bytes, status: int, query: str, where: str | None = None) -> Any:
+        where = where or self.where
         try:
             doc = json.loads(body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
@@ -237,15 +240,17 @@ class PromClient:
         if not isinstance(doc, dict) or doc.get("status") not in ("success", "error"):
             if status >= 400:
                 hint = " (check the token)" if status in (401, 403) else ""
-                raise HTTPStatusFault(f"{self.where} answered HTTP {status}{hint}")
-            raise BadBodyFault(f"{self.where} did not answer as the Prometheus HTTP API "
+                raise HTTPStatusFault(f"{where} answered HTTP {status}{hint}")
+            raise BadBodyFault(f"{where} did not answer as the Prometheus HTTP API "
                                "(/api/v1/query): is it a Prometheus URL?")
         if doc["status"] == "error":
-            kind, msg = str(doc.get("errorType", "")), self._clean(str(doc.get("error", ""))[:300])
+            kind = server_text(str(doc.get("errorType", "")), 40)
+            msg = server_text(str(doc.get("error", "")), 300)
             if kind == "bad_data":
                 raise ObserveUsageError(f"Prometheus rejected the query {query[:200]!r}: {msg} "
                                         "(check --selector and --by)")
-            raise HTTPStatusFault(f"Prometheus query failed (HTTP {status}, {kind or 'error'}): {msg}")
+            raise HTTPStatusFault(f"{where}: Prometheus query failed (HTTP {status}, {kind or 'error'}): "
+                                  f"{msg}")
         data = doc.get("data")
         if not isinstance(data, dict) or not isinstance(data.get("result"), list):
             raise BadBodyFault(f"{self.where}: a query answer without data.result")
