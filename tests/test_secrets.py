@@ -265,17 +265,29 @@ def test_redirect_to_another_host_with_credentials_is_refused(command: str, cred
     assert f"another host, http://localhost:{other}:" in line and "not followed" in line
 
 
-def test_redirect_to_another_host_without_credentials_is_followed_and_named() -> None:
+def test_redirect_to_another_host_without_credentials_is_refused_too() -> None:
+    """It used to be followed, and a failure there was blamed on the host the user named."""
     def there(p: str, h: Any) -> Answer:
         return Answer(302, headers={"Location": f"http://localhost:{other}/m"})
 
     with server(lambda p, h: Answer(404, "Not Found"), host="localhost") as (other, reached), \
             server(there) as (port, _):
         res = scrape("observe", port, "none")
-    assert len(reached) == 1 and "Authorization" not in reached[0]["headers"]
+    assert reached == []
     line = one_error(res, ExitCode.HTTP_STATUS)
-    assert (f"http://localhost:{other} (redirected from http://127.0.0.1:{port}/metrics) answered HTTP 404"
-            in line)
+    assert f"http://127.0.0.1:{port}/metrics answered HTTP 302, a redirect to another host, " \
+           f"http://localhost:{other}: not followed" in line
+
+
+@pytest.mark.parametrize(("location", "shown"), [("http://[::1", "an invalid URL"),
+                                                 ("http://localhost:99999/x", "an invalid URL"),
+                                                 ("ftp://files.example/x", "ftp://files.example")])
+def test_redirect_to_what_is_not_an_http_url(location: str, shown: str) -> None:
+    """Was exit 70 (ValueError), "invalid metrics URL" naming the user's URL (exit 2), or
+    "request failed (InvalidSchema)" (exit 3)."""
+    with server(lambda p, h: Answer(302, headers={"Location": location})) as (port, _):
+        res = scrape("observe", port, "none")
+    assert f"a redirect to {shown}, which is not an http(s) URL" in one_error(res, ExitCode.HTTP_STATUS)
 
 
 def test_credentials_nobody_gave_spectune_are_scrubbed_too() -> None:

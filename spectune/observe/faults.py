@@ -10,7 +10,7 @@ code   exception                           meaning
                                            unreadable --observed / --log file
 3      :class:`ConnectionFault`            connection refused, reset or host unreachable
 4      :class:`HTTPStatusFault`            the server answered 4xx/5xx (after retries for 5xx), or
-                                           redirected elsewhere with credentials given
+                                           redirected to another host (not followed)
 5      :class:`BadBodyFault`               the body is not Prometheus text (HTML, JSON, empty)
 6      :class:`NoSpeculativeTraffic`       speculation is set up but made no drafts in the window
 7      :class:`SpeculationNotEnabled`      no spec-decode metrics at all (or not an LLM server)
@@ -101,7 +101,7 @@ EXIT_CODES: tuple[tuple[int, type[ObserveError], str], ...] = (
                                     "--model-name, unreadable file)"),
     (EXIT_CONNECTION, ConnectionFault, "connection refused, reset or unreachable"),
     (EXIT_HTTP_STATUS, HTTPStatusFault, "HTTP error status (4xx; 5xx after retries), or a redirect "
-                                        "to another host refused (credentials given)"),
+                                        "to another host refused"),
     (EXIT_BAD_BODY, BadBodyFault, "body is not Prometheus text (HTML, JSON, empty, garbage)"),
     (EXIT_NO_SPEC_TRAFFIC, NoSpeculativeTraffic, "speculation enabled, but no drafts in the window"),
     (EXIT_SPEC_DISABLED, SpeculationNotEnabled, "no speculative-decoding metrics at all"),

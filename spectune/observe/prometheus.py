@@ -53,7 +53,7 @@ from spectune.observe.faults import (
     TLSFault,
 )
 from spectune.observe.observation import OBSERVATION, Observation, Source, Window, iso
-from spectune.observe.redact import answered_by, protect, redact_url, scrub, server_text
+from spectune.observe.redact import protect, redact_url, scrub, server_text
 from spectune.observe.scrape import _classify_connection_error, _tls_reason
 from spectune.observe.window import Capture, Snapshot
 
@@ -215,7 +215,7 @@ class PromClient:
                                            f"{MAX_BODY_BYTES // 2**20} MiB: narrow --selector")
                     if time.monotonic() > deadline:
                         raise late
-                status, where = resp.status_code, answered_by(url, resp.url, self.where)
+                status = resp.status_code
         except requests.exceptions.SSLError as err:
             raise TLSFault(f"TLS with {self.where} failed: {_tls_reason(err)}") from None
         except requests.exceptions.Timeout:
@@ -226,13 +226,12 @@ class PromClient:
             raise _classify_connection_error(err, self.where) from None
         except requests.exceptions.RequestException as err:
             raise ObserveUsageError(self._clean(f"cannot query {self.where}: {type(err).__name__}")) from None
-        return self._decode(bytes(body), status, params.get("query", ""), where)
+        return self._decode(bytes(body), status, params.get("query", ""))
 
     def _clean(self, text: str) -> str:
         return scrub(text)
 
-    def _decode(self, body: bytes, status: int, query: str, where: str | None = None) -> Any:
-        where = where or self.where
+    def _decode(self, body: bytes, status: int, query: str) -> Any:
         try:
             doc = json.loads(body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
@@ -240,8 +239,8 @@ class PromClient:
         if not isinstance(doc, dict) or doc.get("status") not in ("success", "error"):
             if status >= 400:
                 hint = " (check the token)" if status in (401, 403) else ""
-                raise HTTPStatusFault(f"{where} answered HTTP {status}{hint}")
-            raise BadBodyFault(f"{where} did not answer as the Prometheus HTTP API "
+                raise HTTPStatusFault(f"{self.where} answered HTTP {status}{hint}")
+            raise BadBodyFault(f"{self.where} did not answer as the Prometheus HTTP API "
                                "(/api/v1/query): is it a Prometheus URL?")
         if doc["status"] == "error":
             kind = server_text(str(doc.get("errorType", "")), 40)
@@ -249,8 +248,7 @@ class PromClient:
             if kind == "bad_data":
                 raise ObserveUsageError(f"Prometheus rejected the query {query[:200]!r}: {msg} "
                                         "(check --selector and --by)")
-            raise HTTPStatusFault(f"{where}: Prometheus query failed (HTTP {status}, {kind or 'error'}): "
-                                  f"{msg}")
+            raise HTTPStatusFault(f"Prometheus query failed (HTTP {status}, {kind or 'error'}): {msg}")
         data = doc.get("data")
         if not isinstance(data, dict) or not isinstance(data.get("result"), list):
             raise BadBodyFault(f"{self.where}: a query answer without data.result")

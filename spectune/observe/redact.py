@@ -25,10 +25,11 @@ The CLI's last gate (:func:`gate`, :func:`gate_doc`) scrubs every error, note an
 once a network client ran in the process (:func:`active`), so text that reached a message
 by a path not listed above is still covered.
 
-Redirects (:func:`guard_redirects`): a redirect to another origin (what ``requests`` would
-strip the ``Authorization`` header for) is refused when credentials were given, naming the
-host it pointed to; without credentials it is followed and messages name the host that
-answered (:func:`answered_by`).
+Redirects (:func:`guard_redirects`): a redirect to another origin (where ``requests`` would
+strip the ``Authorization`` header) is refused, naming the host it pointed to, so that no
+credential -- a token in the URL included -- goes anywhere but the server the user named,
+and no answer comes from elsewhere; so is a redirect to something that is not an http(s) URL.
+A redirect within the server is followed with the credentials.
 """
 
 from __future__ import annotations
@@ -47,21 +48,13 @@ SECRET_KEYS = ("access_token", "id_token", "refresh_token", "auth_token", "priva
                "api_key", "apikey", "api-key", "client_secret", "secret", "password", "passwd", "pwd",
                "x-amz-signature", "x-goog-signature", "signature", "sig")
 
-_KEYS = "|".join(re.escape(k) for k in SECRET_KEYS)
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # userinfo of any URL in the text: dropped, as redact_url drops it
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@]*@"), r"\1"),
-    # an echoed header: its whole value
-    (re.compile(r"(?i)\b((?:proxy-)?authorization\"?\s*[:=])(?!\s*\"?\*\*\*)(\s*\"?)[^\"\r\n]*"),
-     rf"\1\2{MASK}"),
-    # Basic/Bearer credentials: 6+ characters with a digit, capital or symbol (not "bearer token")
-    (re.compile(r"\b((?i:basic|bearer))\s+(?=[A-Za-z0-9._~+/-]{6})(?=[A-Za-z0-9._~+/-]*[0-9A-Z._~+/-])[A-Za-z0-9._~+/-]+=*"),
-     rf"\1 {MASK}"),
-    # token=..., password=... in a query string or a form
-    (re.compile(rf"(?i)(?<![A-Za-z0-9_-])({_KEYS})=[^&\s#\"'<>]+"), rf"\1={MASK}"),
-    # "token": "..." in JSON
-    (re.compile(rf"(?i)(\"(?:{_KEYS})\"\s*:\s*\")[^\"]*"), rf"\1{MASK}"),
-)
+_USERINFO_ANY = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@]*@")  # dropped, as redact_url does
+_HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization\"?\s*[:=])(?!\s*\"?\*\*\*)(\s*\"?)[^\"\r\n]*")
+# Basic/Bearer credentials: 6+ characters with a digit, capital or symbol (not "bearer token")
+_SCHEME = re.compile(r"\b((?i:basic|bearer))\s+(?=[A-Za-z0-9._~+/-]{6})"
+                     r"(?=[A-Za-z0-9._~+/-]*[0-9A-Z._~+/-])[A-Za-z0-9._~+/-]+=*")
+_PARAM = re.compile(r"(?<![A-Za-z0-9_-])([A-Za-z0-9_-]+)=([^&\s#\"'<>]+)")  # key=value, any key
+_JSON = re.compile(r"(\"([A-Za-z0-9_-]+)\"\s*:\s*\")([^\"]*)")  # "key": "value"
 _B64_TAIL = re.compile(r"\*\*\*[A-Za-z0-9+/_-]{0,2}=+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -147,8 +140,24 @@ def scrub(text: str) -> str:
             text, hit = text.replace(v, MASK), True
     if hit:  # the last base64 character or two of a masked secret, and its padding
         text = _B64_TAIL.sub(MASK, text)
-    for pattern, repl in _PATTERNS:
-        text = pattern.sub(repl, text)
+    return _looks_like_credentials(text)
+
+
+def _looks_like_credentials(text: str) -> str:
+    """``text`` without userinfo, an Authorization header's value, Basic/Bearer credentials
+    and the values of :data:`SECRET_KEYS`. Each pattern runs only when the text holds what
+    it needs (a document has many strings and most hold nothing)."""
+    low = text.lower()
+    if "@" in text:
+        text = _USERINFO_ANY.sub(r"\1", text)
+    if "authorization" in low:
+        text = _HEADER.sub(rf"\1\2{MASK}", text)
+    if "basic" in low or "bearer" in low:
+        text = _SCHEME.sub(rf"\1 {MASK}", text)
+    if "=" in text:
+        text = _PARAM.sub(lambda m: f"{m[1]}={MASK}" if m[1].lower() in SECRET_KEYS else m[0], text)
+    if '"' in text and ":" in text:
+        text = _JSON.sub(lambda m: f"{m[1]}{MASK}" if m[2].lower() in SECRET_KEYS else m[0], text)
     return text
 
 
@@ -177,15 +186,18 @@ def gate_doc(doc: Any) -> Any:
     return _scrub_doc(doc)
 
 
-def _scrub_doc(value: Any) -> Any:
+def _scrub_doc(value: Any, seen: dict[str, str] | None = None) -> Any:
+    seen = {} if seen is None else seen  # a document repeats its strings (keys, notes, labels)
     if isinstance(value, str):
-        return scrub(value)
+        if value not in seen:
+            seen[value] = scrub(value)
+        return seen[value]
     if isinstance(value, dict):
-        return {_scrub_doc(k): _scrub_doc(v) for k, v in value.items()}
+        return {_scrub_doc(k, seen): _scrub_doc(v, seen) for k, v in value.items()}
     if isinstance(value, list):
-        return [_scrub_doc(v) for v in value]
+        return [_scrub_doc(v, seen) for v in value]
     if isinstance(value, tuple):
-        return tuple(_scrub_doc(v) for v in value)
+        return tuple(_scrub_doc(v, seen) for v in value)
     return value
 
 
@@ -214,52 +226,56 @@ def origin(url: str) -> str:
     try:
         parts = urlsplit(url)
         netloc = parts.netloc.rpartition("@")[2]
-        return scrub(f"{parts.scheme}://{netloc}") if parts.scheme else "(no host)"
+        return server_text(f"{parts.scheme}://{netloc}", 120) if parts.scheme else "(no host)"
     except ValueError:
         return "(an invalid URL)"
 
 
-def answered_by(asked: str, answered: str, where: str) -> str:
-    """``where`` (the URL asked, as shown), naming the host that answered when a redirect led
-    to another one."""
-    if origin(answered) == origin(asked):
-        return where
-    return f"{origin(answered)} (redirected from {where})"
-
-
 class CrossHostRedirect(HTTPStatusFault):
-    """A redirect to another host, refused so that the credentials are not sent there."""
+    """A redirect spectune does not follow: to another host, or to a URL that is not
+    http(s)://host[:port]."""
+
+
+def guard_redirects(session: Any, where: str) -> None:
+    """Check each redirect before ``requests`` follows it; refused as
+    :class:`CrossHostRedirect` (exit 4), naming where it pointed (scheme, host and port only):
+
+    * to another origin: exactly where ``requests`` would drop the Authorization header
+      (another host, port or scheme, except http->https on default ports). A token in the
+      URL it would send anyway, and the answer would come from a server the user did not
+      name: spectune reads only the server it was given;
+    * to a URL without an http(s) scheme, a host or a valid port (``requests`` would fail on
+      it with a message blaming the URL the user gave, or with an internal error)."""
+
+    def check_redirect(resp: Any, *args: Any, **kwargs: Any) -> Any:
+        target = session.get_redirect_target(resp)
+        if target is None:
+            return resp
+        said = f"{where} answered HTTP {resp.status_code}, a redirect to"
+        try:
+            new = urljoin(resp.url, target)
+            parts = urlsplit(new)
+            parts.port  # noqa: B018 - raises ValueError on a bad port
+            usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+        except ValueError:
+            usable, new = False, ""
+        if not usable:
+            resp.close()
+            raise CrossHostRedirect(f"{said} {origin(new) if new else 'an invalid URL'}, which is "
+                                    "not an http(s) URL spectune can follow")
+        if session.should_strip_auth(resp.url, new):
+            resp.close()
+            raise CrossHostRedirect(f"{said} another host, {origin(new)}: not followed (spectune "
+                                    "reads only the server it is given and sends credentials nowhere "
+                                    "else); give that URL if you trust it")
+        return resp
+
+    session.hooks["response"].append(check_redirect)
 
 
 def protect(session: Any, url: str, token: str | None, where: str) -> None:
     """What every HTTP client of spectune does with its ``requests`` session: remember the
-    token and the URL's credentials (:func:`remember`), and refuse a redirect to another
-    host when there are any (:func:`guard_redirects`)."""
-    found = credentials_in_url(url)
-    remember(token, *found)
-    guard_redirects(session, where, bool(token or found))
-
-
-def guard_redirects(session: Any, where: str, credentials: bool) -> None:
-    """Refuse, before it is followed, a redirect to another origin when ``credentials`` were
-    given (a token, URL userinfo, a ``token=`` parameter): raised as
-    :class:`CrossHostRedirect` naming the host it pointed to. "Another origin" is exactly
-    where ``requests`` would drop the Authorization header (another host, port or scheme
-    except http->https on default ports); a URL-embedded token it would send anyway."""
-    if not credentials:
-        return
-
-    def refuse_cross_host(resp: Any, *args: Any, **kwargs: Any) -> Any:
-        target = session.get_redirect_target(resp)
-        if target is None:
-            return resp
-        new = urljoin(resp.url, target)
-        if session.should_strip_auth(resp.url, new):
-            resp.close()
-            raise CrossHostRedirect(
-                f"{where} answered HTTP {resp.status_code}, a redirect to another host, {origin(new)}: "
-                "not followed, so that the credentials are not sent there (give that URL if you "
-                "trust it)")
-        return resp
-
-    session.hooks["response"].append(refuse_cross_host)
+    token and the URL's credentials (:func:`remember`), and check every redirect
+    (:func:`guard_redirects`)."""
+    remember(token, *credentials_in_url(url))
+    guard_redirects(session, where)

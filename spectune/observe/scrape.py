@@ -42,7 +42,7 @@ from spectune.observe.faults import (
     TimeoutFault,
     TLSFault,
 )
-from spectune.observe.redact import answered_by, protect, redact_url, scrub, server_text
+from spectune.observe.redact import protect, redact_url, scrub, server_text
 
 DEFAULT_TOKEN_ENV = "SPECTUNE_METRICS_TOKEN"
 MAX_BODY_BYTES = MAX_METRICS_BYTES
@@ -320,7 +320,6 @@ class Scraper:
             raise _Retryable(ConnectionFault(f"request to {where} failed "
                                              f"({type(err).__name__})")) from None
         with resp:
-            where = answered_by(opt.url, resp.url, where)
             status = resp.status_code
             if status >= 400:
                 reason = server_text(resp.reason)
