@@ -65,8 +65,15 @@ def _table_variant(detail: bool, fmt: str, columns: int) -> str:
     return ""
 
 
+def gate(text: str) -> str:
+    """``text`` through :func:`spectune.observe.redact.gate` (no credential printed) when that
+    module is loaded -- every network client loads it; other commands do not pay for it."""
+    redact = sys.modules.get("spectune.observe.redact")
+    return text if redact is None else str(redact.gate(text))
+
+
 def fail(err: SpectuneError) -> NoReturn:
-    click.echo(f"spectune: error: {err.message}", err=True)
+    click.echo(f"spectune: error: {gate(err.message)}", err=True)
     sys.exit(err.exit_code)
 
 
@@ -87,7 +94,7 @@ def internal_error(exc: BaseException) -> NoReturn:
         import traceback
 
         traceback.print_exc()
-    text = (str(exc).splitlines() or [""])[0][:200]
+    text = gate((str(exc).splitlines() or [""])[0])[:200]
     click.echo(f"spectune: internal error (a bug in spectune, not in your input): "
                f"{type(exc).__name__}{': ' + text if text else ''}; please report it with the "
                "command that caused it (SPECTUNE_DEBUG=1 shows the traceback)", err=True)

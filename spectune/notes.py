@@ -32,9 +32,16 @@ def notes(texts: Iterable[str]) -> None:
     if _state["quiet"]:
         return
     for text in texts:
-        print(f"spectune: note: {text}", file=sys.stderr)
+        print(f"spectune: note: {_gate(text)}", file=sys.stderr)
 
 
 def warning(text: str) -> None:
     """``spectune: warning: TEXT`` on stderr, quiet or not (a warning may change the answer)."""
-    print(f"spectune: warning: {text}", file=sys.stderr)
+    print(f"spectune: warning: {_gate(text)}", file=sys.stderr)
+
+
+def _gate(text: str) -> str:
+    """``text`` through the secrets gate once a network client has run (it loads
+    spectune.observe.redact); commands that never touch the network do not import it."""
+    redact = sys.modules.get("spectune.observe.redact")
+    return redact.gate(text) if redact is not None else text

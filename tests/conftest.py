@@ -3,6 +3,8 @@ constants as seed 000's appendix states them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from spectune.hardware import GPU
@@ -14,3 +16,14 @@ def seed_b200() -> GPU:
     return GPU(key="b200-seed", name="B200 (seed 000)", memory_bytes=180e9, hbm_bandwidth=8e12,
                peak_flops={"bf16": 2.25e15, "fp8": 4.5e15, "fp4": 9e15},
                link_bandwidth=900e9, link_latency=0.0)
+
+
+@pytest.fixture(autouse=True)
+def _no_remembered_secrets() -> Iterator[None]:
+    """spectune.observe.redact remembers the credentials a process was given (one command per
+    process in real use): each test starts and ends without any."""
+    from spectune.observe import redact
+
+    redact.forget()
+    yield
+    redact.forget()

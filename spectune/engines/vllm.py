@@ -123,6 +123,7 @@ from spectune.observe.observation import (
     iso,
     speculation,
 )
+from spectune.observe.redact import clip
 from spectune.observe.window import (
     Capture,
     HistogramDelta,
@@ -665,7 +666,7 @@ def _positions(expo: Exposition, where: Select | None) -> dict[int, float]:
     for s in expo.get(PER_POS, where):
         pos = s.label("position")
         if pos is None or not pos.isdigit() or len(pos) > 6 or int(pos) >= MAX_POSITIONS:
-            shown = pos if pos is None or len(pos) <= 20 else pos[:17] + "..."
+            shown = pos if pos is None else clip(pos, 20)
             raise BadBodyFault(f"{PER_POS} has position={shown!r}; expected a whole number from 0 to "
                                f"{MAX_POSITIONS - 1}")
         out[int(pos)] = out.get(int(pos), 0.0) + s.value

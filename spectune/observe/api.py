@@ -24,6 +24,7 @@ from spectune.observe.faults import (
     SpeculationNotEnabled,
 )
 from spectune.observe.observation import Observation, checked, iso
+from spectune.observe.redact import clip
 from spectune.observe.scrape import (
     DEFAULT_TOKEN_ENV,
     Scrape,
@@ -56,7 +57,7 @@ def _engine_version(scraper: Scraper, engine: str) -> str | None:
     /get_server_info once; None when the server does not answer."""
     doc = scraper.get_json(ENGINES[engine].VERSION_PATH)
     if isinstance(doc, dict) and isinstance(doc.get("version"), str):
-        return str(doc["version"])[:40]
+        return clip(str(doc["version"]), 40)  # what a server says is scrubbed before it is cut
     return None
 
 

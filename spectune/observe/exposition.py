@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from spectune.observe.faults import BadBodyFault, ObserveUsageError
+from spectune.observe.redact import clip, server_text
 
 #: A series' labels as a sorted tuple of (name, value) pairs, hashable.
 LabelSet = tuple[tuple[str, str], ...]
@@ -88,11 +89,11 @@ def resolve_model(expo: Exposition, prefix: str, wanted: str | None) -> str | No
     names = model_names(expo, prefix)
     if wanted is not None:
         if wanted not in names:
-            have = ", ".join(n[:80] for n in names[:20]) + (", ..." if len(names) > 20 else "") or "none"
+            have = ", ".join(clip(n, 80) for n in names[:20]) + (", ..." if len(names) > 20 else "") or "none"
             raise ObserveUsageError(f"--model-name {wanted!r} is not served here (models: {have})")
         return wanted
     if len(names) > 1:
-        shown = ", ".join(n[:80] for n in names[:20]) + (", ..." if len(names) > 20 else "")
+        shown = ", ".join(clip(n, 80) for n in names[:20]) + (", ..." if len(names) > 20 else "")
         raise ObserveUsageError(f"the server serves several models ({shown}); choose one with --model-name")
     return names[0] if names else None
 
@@ -104,7 +105,7 @@ def _labels(d: Mapping[str, Any]) -> LabelSet:
 def _show(s: Series) -> str:
     labels = ",".join(f'{k}="{v}"' for k, v in s.labels)
     text = f"{s.name}{{{labels}}}" if labels else s.name
-    return text if len(text) <= 120 else text[:117] + "..."
+    return clip(text, 120)  # scrubbed before it is cut: no half secret
 
 
 def _describe(body: str) -> str:
@@ -140,8 +141,9 @@ def parse_exposition(body: str, content_type: str | None = None) -> Exposition:
     if not body.strip():
         raise BadBodyFault("the server answered with an empty body, not Prometheus metrics")
     if "html" in ctype:
-        raise BadBodyFault(f"the server answered with an HTML page (Content-Type: {content_type}), "
-                           "not Prometheus metrics: is the URL the /metrics endpoint?")
+        raise BadBodyFault("the server answered with an HTML page (Content-Type: "
+                           f"{server_text(content_type, 80)}), not Prometheus metrics: is the URL the "
+                           "/metrics endpoint?")
     parser: Callable[[str], Iterable[Any]]
     if "openmetrics" in ctype:
         from prometheus_client.openmetrics.parser import text_string_to_metric_families as om
@@ -164,7 +166,7 @@ def parse_exposition(body: str, content_type: str | None = None) -> Exposition:
     except BadBodyFault:
         raise
     except Exception as err:
-        first = str(err).splitlines()[0][:120] if str(err) else type(err).__name__
+        first = server_text(str(err).splitlines()[0], 120) if str(err) else type(err).__name__
         raise BadBodyFault(f"the server answered with {_describe(body)} "
                            f"(Prometheus parser: {first})") from None
     if not by_name:

@@ -1,7 +1,7 @@
 """Every fault ``spectune observe`` can meet, each with its own exit code, in one place.
 
 The CLI prints ``spectune: error: <message>`` on stderr and exits with the code; the
-messages are one line and never contain the bearer token (see :func:`scrub`).
+messages are one line and never contain a credential (see :mod:`spectune.observe.redact`).
 
 =====  ==================================  =================================================
 code   exception                           meaning
@@ -9,7 +9,8 @@ code   exception                           meaning
 2      :class:`ObserveUsageError`          bad option, several models and no --model-name,
                                            unreadable --observed / --log file
 3      :class:`ConnectionFault`            connection refused, reset or host unreachable
-4      :class:`HTTPStatusFault`            the server answered 4xx/5xx (after retries for 5xx)
+4      :class:`HTTPStatusFault`            the server answered 4xx/5xx (after retries for 5xx), or
+                                           redirected to another host (not followed)
 5      :class:`BadBodyFault`               the body is not Prometheus text (HTML, JSON, empty),
                                            or malformed / inconsistent (a Prometheus answer too)
 6      :class:`NoSpeculativeTraffic`       speculation is set up but made no drafts in the window
@@ -100,7 +101,8 @@ EXIT_CODES: tuple[tuple[int, type[ObserveError], str], ...] = (
     (EXIT_USAGE, ObserveUsageError, "usage or input error (bad option, several models and no "
                                     "--model-name, unreadable file)"),
     (EXIT_CONNECTION, ConnectionFault, "connection refused, reset or unreachable"),
-    (EXIT_HTTP_STATUS, HTTPStatusFault, "HTTP error status (4xx; 5xx after retries)"),
+    (EXIT_HTTP_STATUS, HTTPStatusFault, "HTTP error status (4xx; 5xx after retries), or a redirect "
+                                        "to another host refused"),
     (EXIT_BAD_BODY, BadBodyFault, "body is not Prometheus text (HTML, JSON, empty, garbage), or a "
                                   "malformed or inconsistent answer (e.g. more accepted than drafted)"),
     (EXIT_NO_SPEC_TRAFFIC, NoSpeculativeTraffic, "speculation enabled, but no drafts in the window"),
@@ -110,10 +112,3 @@ EXIT_CODES: tuple[tuple[int, type[ObserveError], str], ...] = (
     (EXIT_TLS, TLSFault, "TLS handshake or certificate verification failed"),
 )
 
-
-def scrub(text: str, *secrets: str | None) -> str:
-    """``text`` with every non-empty secret replaced by ``***`` (tokens never reach output)."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text

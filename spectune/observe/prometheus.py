@@ -25,6 +25,8 @@ HTTP: one ``requests`` call per query with ``timeout`` seconds for the whole ans
 size cap on the body; a bearer token (never printed), a CA bundle, and the multi-tenant
 ``X-Scope-OrgID`` header (Cortex, Mimir, Thanos) when given. Answers are checked by :mod:`.prometheus_answer`,
 counts and Observations as ``observe URL``'s (:mod:`.counts`): malformed or inconsistent is exit 5.
+Every answer's text reaches a message through :mod:`spectune.observe.redact`; no redirect
+to another host.
 """
 
 from __future__ import annotations
@@ -51,11 +53,11 @@ from spectune.observe.faults import (
     SpeculationNotEnabled,
     TimeoutFault,
     TLSFault,
-    scrub,
 )
 from spectune.observe.observation import OBSERVATION, Observation, Source, Window, checked, iso
 from spectune.observe.prometheus_answer import Asked, answer_data, instant_vector, range_matrix
-from spectune.observe.scrape import _classify_connection_error, _tls_reason, redact_url
+from spectune.observe.redact import protect, redact_url, server_text
+from spectune.observe.scrape import _classify_connection_error, _tls_reason
 from spectune.observe.window import Capture, Snapshot
 
 MAX_BODY_BYTES = 64 * 1024 * 1024  # one query's answer
@@ -174,9 +176,10 @@ class PromClient:
         import requests
 
         self.opts = opts
-        self.where = redact_url(opts.url)
         self._session = requests.Session()
         self._session.trust_env = False
+        protect(self._session, opts.url, opts.token, redact_url(opts.url))
+        self.where = redact_url(opts.url)
         if opts.token:
             self._session.headers["Authorization"] = f"Bearer {opts.token}"
         if opts.org_id:
@@ -229,7 +232,8 @@ class PromClient:
         return answer_data(bytes(body), status, asked, self._clean)
 
     def _clean(self, text: str) -> str:
-        return scrub(text, self.opts.token)
+        # scrubbed whole (and control characters shown as ?) before any cut: no half secret
+        return server_text(text, len(text) + 1)
 
     def query(self, expr: str, name: str, at: float,
               whole: bool = False) -> list[tuple[dict[str, str], float]]:

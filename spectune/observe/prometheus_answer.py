@@ -77,7 +77,7 @@ def answer_data(body: bytes, status: int, asked: Asked, clean: Callable[[str], s
         raise asked.fail("the server did not answer as the Prometheus HTTP API (/api/v1/query): "
                          "is it a Prometheus URL?")
     if doc["status"] == "error":
-        kind, msg = str(doc.get("errorType", ""))[:40], clean(str(doc.get("error", ""))[:300])
+        kind, msg = clean(str(doc.get("errorType", "")))[:40], clean(str(doc.get("error", "")))[:300]
         if kind == "bad_data":
             raise ObserveUsageError(f"Prometheus rejected the query {asked.query[:200]!r}: {msg} "
                                     "(check --selector and --by)")

@@ -1,7 +1,9 @@
 """Fetching ``/metrics`` over HTTP(S): timeouts, bounded retries with backoff, bearer token, TLS.
 
 Every failure becomes one :mod:`spectune.observe.faults` exception with its own exit code.
-The bearer token is held in a field excluded from ``repr`` and scrubbed from every message.
+The bearer token is held in a field excluded from ``repr``; every message goes through
+:mod:`spectune.observe.redact` (no credential in any encoding; no redirect to another host
+with them).
 
 Every request -- ``/metrics`` and the ``/version`` probe alike -- runs under one deadline:
 ``--timeout`` bounds the whole answer, headers and body bytes included (a server trickling
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import socket
 import threading
 import time
@@ -40,8 +41,8 @@ from spectune.observe.faults import (
     ObserveUsageError,
     TimeoutFault,
     TLSFault,
-    scrub,
 )
+from spectune.observe.redact import protect, redact_url, scrub, server_text
 
 DEFAULT_TOKEN_ENV = "SPECTUNE_METRICS_TOKEN"
 MAX_BODY_BYTES = MAX_METRICS_BYTES
@@ -71,24 +72,6 @@ def normalize_url(url: str) -> str:
         raise ObserveUsageError(f"metrics URL {redact_url(raw)!r} has a bad port") from None
     path = parts.path if parts.path not in ("", "/") else "/metrics"
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
-
-
-def redact_url(url: str) -> str:
-    """The URL with any ``user:password@`` removed, for messages, documents and ``repr``.
-
-    Also for text that does not parse as a URL: whatever sits between ``//`` and the last
-    ``@`` before the path is dropped."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return _USERINFO.sub("//", url, count=1)
-    if "@" not in parts.netloc:
-        return url
-    netloc = parts.netloc.rpartition("@")[2]  # host[:port] exactly as written ([::1] stays bracketed)
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-_USERINFO = re.compile(r"//[^/?#]*@")
 
 
 def _token_problem(token: str) -> str | None:
@@ -258,6 +241,7 @@ class Scraper:
         session.headers["User-Agent"] = "spectune-observe"
         if self.options.token:
             session.headers["Authorization"] = f"Bearer {self.options.token}"
+        protect(session, self.options.url, self.options.token, self.options.display_url)
         return session
 
     def __repr__(self) -> str:  # never show headers (the token)
@@ -338,7 +322,7 @@ class Scraper:
         with resp:
             status = resp.status_code
             if status >= 400:
-                reason = (resp.reason or "").strip()
+                reason = server_text(resp.reason)
                 hint = ""
                 if status in (401, 403):
                     hint = (" (a bearer token is needed: set $SPECTUNE_METRICS_TOKEN, --token-env "
@@ -405,7 +389,7 @@ class Scraper:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _clean(self, message: str) -> str:
-        return scrub(message, self.options.token, urlsplit(self.options.url).password)
+        return scrub(message)
 
     def get_json(self, path: str) -> Any:
         """Best-effort GET of another path on the same server (``/version``): at most
@@ -430,8 +414,8 @@ class Scraper:
         try:
             body = self._guarded(work, seconds)
             return json.loads(body) if body is not None else None
-        except (_Deadline, requests.exceptions.RequestException, ValueError, RecursionError):
-            return None
+        except (_Deadline, requests.exceptions.RequestException, ObserveError, ValueError, RecursionError):
+            return None  # a refused redirect too
 
 
 class _Deadline(Exception):
