@@ -8,7 +8,7 @@ the band that covered at least 80 % of those points,
 
     speedup_low = speedup * exp(-q90(r)),   speedup_high = speedup * exp(-q10(r)).
 
-On the 23 validation points of this release that is [0.87, 1.10] (rounded outward): spectune is
+On the 23 validation points of this release that is [0.87, 1.09] (rounded outward): spectune is
 optimistic on the AMD MI300X serving benchmark at concurrency 64 and on the EAGLE-1 batch
 ladder at batch 24-32, and pessimistic on the EAGLE-1 ladder at batch 2-4 (docs/validation.md).
 It is one band for
@@ -40,7 +40,7 @@ from numpy.typing import ArrayLike, NDArray
 #: Share of validation points the band covered.
 BAND_COVERAGE = 0.8
 #: (low, high) multipliers of the predicted speedup: exp(-q90), exp(-q10) of log(pred/meas).
-SPEEDUP_BAND = (0.87, 1.10)
+SPEEDUP_BAND = (0.87, 1.09)
 
 
 def speedup_band(speedup: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

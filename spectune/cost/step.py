@@ -59,22 +59,25 @@ FFN_CALLS = 2
 
 
 def _layer_pieces(model: Model, par: Parallelism, B: Array, T: Array, S: Array,
-                  on: tuple[Kernels, GPU] | None = None) -> tuple[dict[str, Work], dict[str, Component]]:
+                  on: tuple[Kernels, GPU] | None = None,
+                  logit_positions: Array | None = None) -> tuple[dict[str, Work], dict[str, Component]]:
     """Work of every roofline component summed over layers and, given ``on`` = (kernels,
     GPU), its kernel-true price (:mod:`spectune.cost.kernels`); each distinct layer is
-    priced once and scaled by its count."""
+    priced once and scaled by its count. The LM head scores ``logit_positions`` positions
+    per sequence (default T: every position, as a verify pass does)."""
     kernels, gpu = on if on is not None else (None, None)
     h = model.hidden_size
     works: dict[str, Work] = {}
     comps: dict[str, Component] = {}
     tokens = np.asarray(B, dtype=float) * T / par.dp
     seqs = np.asarray(B, dtype=float) / par.dp
+    head_T = T if logit_positions is None else logit_positions
 
-    def gemm(name: str, w: Work, calls: int, count: int) -> None:
+    def gemm(name: str, w: Work, calls: int, count: int, rows: Array = tokens) -> None:
         _add(works, name, w.scaled(count))
         if kernels is not None and gpu is not None:
             c = kernel_price(w, gpu, calls * kernels.gemm_call, kernels.gemm_bandwidth_fraction,
-                             gemm_flops_fraction(kernels, tokens))
+                             gemm_flops_fraction(kernels, rows))
             _add_c(comps, name, c.scaled(count))
 
     for group in model.distinct_layers():
@@ -111,7 +114,7 @@ def _layer_pieces(model: Model, par: Parallelism, B: Array, T: Array, S: Array,
                           model.weight_dtype, model.act_dtype, par, B, T)
             gemm("dense-ffn", w, FFN_CALLS, group.count)
     gemm("lm-head", lm_head_work(model.head_vocab, h, model.lm_head_dtype, model.act_dtype,
-                                 par, B, T), 1, 1)
+                                 par, B, head_T), 1, 1, seqs * head_T)
     return works, comps
 
 
@@ -140,16 +143,17 @@ REFERENCE_VOCAB = 128_256
 
 
 def overhead_seconds(model: Model, engine: Engine, par: Parallelism, B: Array, T: Array,
-                     speculative: ArrayLike, role: str = "target", drafter_kind: str = "") -> Array:
+                     speculative: ArrayLike, role: str = "target", drafter_kind: str = "",
+                     logit_positions: Array | None = None) -> Array:
     """Engine time outside the kernels' rooflines for one pass (seconds): a fixed cost per
     pass and per layer, and per sequence in a target pass; a target pass on the speculative
     path adds the speculative cycle's fixed cost and a cost per sequence (B/dp). Every pass on
     the speculative path (verify and drafter) pays a cost per token whose logits it processes
-    (B/dp * T per GPU), ``verify_token_cost`` scaled by its LM head's vocabulary over
-    :data:`REFERENCE_VOCAB` (softmax, top-k, rejection sampling and the logits traffic grow
-    with the vocabulary)."""
+    (B/dp * ``logit_positions`` per GPU, default T), ``verify_token_cost`` scaled by its LM
+    head's vocabulary over :data:`REFERENCE_VOCAB` (softmax, top-k, rejection sampling and the
+    logits traffic grow with the vocabulary)."""
     seqs = np.asarray(B, dtype=float) / par.dp
-    tokens = seqs * T
+    tokens = seqs * (T if logit_positions is None else logit_positions)
     per_token = engine.verify_token_cost * model.head_vocab / REFERENCE_VOCAB
     layers = engine.layer_overhead * model.n_layers
     if role == "draft":
@@ -162,15 +166,19 @@ def overhead_seconds(model: Model, engine: Engine, par: Parallelism, B: Array, T
 def step_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
               B: ArrayLike, T: ArrayLike, S: ArrayLike, *, achieved: bool = True,
               speculative: ArrayLike | None = None, role: str = "target",
-              drafter_kind: str = "") -> StepCost:
+              drafter_kind: str = "", logit_positions: ArrayLike | None = None) -> StepCost:
     """Cost of one pass of ``model``: B sequences x T tokens each at context S (arrays
     broadcast). ``speculative`` (default T > 1) adds the per-verified-token engine cost;
-    ``engine=None`` leaves engine overhead out (the pure roofline of seed 000)."""
+    ``engine=None`` leaves engine overhead out (the pure roofline of seed 000).
+    ``logit_positions``: positions per sequence whose logits the pass computes (LM head and
+    per-token logits cost); default T, every position, as a verify pass scores them all."""
     Ba = np.asarray(B, dtype=float)
     Ta = np.asarray(T, dtype=float)
     Sa = np.asarray(S, dtype=float)
+    La = None if logit_positions is None else np.asarray(logit_positions, dtype=float)
     # achieved: kernel-true prices; peak: the pure roofline (seed 000)
-    works, comps = _layer_pieces(model, par, Ba, Ta, Sa, (default_kernels(gpu), gpu) if achieved else None)
+    on = (default_kernels(gpu), gpu) if achieved else None
+    works, comps = _layer_pieces(model, par, Ba, Ta, Sa, on, La)
     if not achieved:
         comps = {name: price(w, gpu, achieved) for name, w in works.items()}
     comm = comm_cost(model, gpu, par, Ba, Ta)
@@ -178,7 +186,7 @@ def step_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
         comps["comm"] = comm
     if engine is not None:
         spec = Ta > 1 if speculative is None else speculative
-        comps["overhead"] = fixed(overhead_seconds(model, engine, par, Ba, Ta, spec, role, drafter_kind)
+        comps["overhead"] = fixed(overhead_seconds(model, engine, par, Ba, Ta, spec, role, drafter_kind, La)
                                   + 0.0 * (Ba * Ta * Sa))
     ordered = {k: comps[k] for k in ORDER if k in comps}
     return StepCost(ordered, works)
