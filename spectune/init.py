@@ -10,11 +10,13 @@ loaded) and its version (``/version``, ``/get_server_info``).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from spectune.errors import InputError
+from spectune.inputs import is_file, parse_json
 
 
 @dataclass(frozen=True)
@@ -32,14 +34,14 @@ class ServerInfo:
 def model_ref(model: str) -> tuple[Any, str]:
     """(profile value, comment) for ``--model``: a built-in name, a config.json, or a folder."""
     p = Path(model)
-    if p.is_dir():
+    if os.path.isdir(p):  # never raises, whatever the name (os.path, unlike Path)
         cfg = p / "config.json"
-        if not cfg.is_file():
+        if not is_file(cfg):
             raise InputError(f"--model {model}: a folder without config.json (give a Hugging Face "
                              "snapshot folder, a config.json or a built-in model name)")
         return {"config": str(cfg.resolve())}, f"config.json of the snapshot folder {model}"
     if model.endswith(".json"):
-        if not p.is_file():
+        if not is_file(p):
             raise InputError(f"--model {model}: no such file")
         return {"config": str(p.resolve())}, "a Hugging Face config.json"
     from spectune.profiles import builtin_path
@@ -63,11 +65,12 @@ def server_info(url: str, timeout: float = 10.0) -> ServerInfo:
     try:
         r = requests.get(base + "/v1/models", timeout=timeout)
         r.raise_for_status()
-        models = r.json().get("data") or []
-    except (requests.RequestException, ValueError, AttributeError) as err:
+        models = parse_json(r.text).get("data") or []
+    except (requests.RequestException, ValueError, AttributeError) as err:  # ValueError: JsonProblem
         raise InputError(f"--from-server {url}: cannot list models at {base}/v1/models "
                          f"({type(err).__name__})") from None
-    if not models or not isinstance(models[0], dict) or not models[0].get("id"):
+    if not isinstance(models, list) or not models or not isinstance(models[0], dict) \
+            or not models[0].get("id"):
         raise InputError(f"--from-server {url}: {base}/v1/models lists no model")
     m = models[0]
     engine, version = "vllm", None
@@ -75,13 +78,14 @@ def server_info(url: str, timeout: float = 10.0) -> ServerInfo:
         path = module.VERSION_PATH
         try:
             v = requests.get(base + path, timeout=timeout)
-            if v.status_code == 200 and isinstance(v.json().get("version"), str):
-                engine, version = eng, str(v.json()["version"])[:40]
+            answer = parse_json(v.text) if v.status_code == 200 else None
+            if isinstance(answer, dict) and isinstance(answer.get("version"), str):
+                engine, version = eng, answer["version"][:40]
                 break
         except (requests.RequestException, ValueError, AttributeError):
             continue
     root = m.get("root")
-    local = root if isinstance(root, str) and (Path(root) / "config.json").is_file() else None
+    local = root if isinstance(root, str) and is_file(str(Path(root) / "config.json")) else None
     return ServerInfo(engine, version, str(m["id"]), local)
 
 

@@ -97,11 +97,12 @@ from spectune.engines.options import (
     draft_length,
     flag_on,
     json_value,
+    referenced_text,
     split_options,
     whole_number,
 )
 from spectune.errors import InputError
-from spectune.inputs import input_file_problem, read_input, yaml_documents
+from spectune.inputs import JsonProblem, parse_json, yaml_documents
 from spectune.limits import MAX_GPUS, MAX_POSITIONS
 from spectune.manifests import child, line_of
 from spectune.observe.exposition import Exposition, Series
@@ -377,13 +378,12 @@ def read_args(conf: Configured, args: list[str], folder: Path) -> None:
             conf.served_model = conf.served_model or val
             val = None
         if opt == "--config" and val is not None:
-            cfg_path = Path(val) if Path(val).is_absolute() else folder / val
-            if input_file_problem(str(cfg_path)) is None:
-                docs = yaml_documents(read_input(str(cfg_path)), str(cfg_path))
-            else:
-                conf.warnings.append(f"cannot read the --config file {val} (looked at {cfg_path}); "
+            cfg_path, text = referenced_text(val, folder, "--config", conf.file, conf.line)
+            if text is None:
+                conf.warnings.append(f"no --config file {val} here (looked at {cfg_path}); "
                                      "checked the command line alone")
                 continue
+            docs = yaml_documents(text, str(cfg_path))
             if docs and isinstance(docs[0][0], dict):
                 file_opts = _file_options(docs[0][0], str(cfg_path), docs[0][1])
             continue
@@ -414,8 +414,8 @@ def _apply(conf: Configured, file_opts: list[Option],
         elif opt.startswith("--speculative-config."):
             key = opt.split(".", 1)[1]
             try:
-                dotted[key] = json.loads(str(val)) if isinstance(val, str) else val
-            except (json.JSONDecodeError, RecursionError, ValueError):
+                dotted[key] = parse_json(str(val)) if isinstance(val, str) else val
+            except JsonProblem:
                 dotted[key] = val
             spec_line = line
         elif opt in ("--spec-method", "--spec-model", "--spec-tokens"):

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from spectune.inputs import short
 from spectune.limits import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_RETRIES,
@@ -25,6 +26,20 @@ from spectune.observe.faults import EXIT_CODES
 from spectune.params import FiniteFloatRange
 
 
+def window_seconds(text: str) -> float:
+    """Seconds of a window (``--window``, a fleet file's ``window``) from ``90``, ``20s``,
+    ``5m``, ``1h``, within [MIN_WINDOW_SECONDS, MAX_WINDOW_SECONDS]; ObserveUsageError
+    (exit 2) otherwise."""
+    from spectune.observe.faults import ObserveUsageError
+    from spectune.observe.prometheus import parse_duration
+
+    seconds = parse_duration(text)
+    if not MIN_WINDOW_SECONDS <= seconds <= MAX_WINDOW_SECONDS:
+        raise ObserveUsageError(f"{short(text)}: between {MIN_WINDOW_SECONDS:g} s and "
+                                f"{MAX_WINDOW_SECONDS:g} s")
+    return seconds
+
+
 class Duration(click.ParamType):
     """Seconds from ``90``, ``20s``, ``5m``, ``1h`` (Prometheus' duration units)."""
 
@@ -34,15 +49,11 @@ class Duration(click.ParamType):
         if isinstance(value, (int, float)):
             return float(value)
         from spectune.observe.faults import ObserveUsageError
-        from spectune.observe.prometheus import parse_duration
 
         try:
-            seconds = parse_duration(value)
+            return window_seconds(value)
         except ObserveUsageError as err:
             self.fail(err.message, param, ctx)
-        if not MIN_WINDOW_SECONDS <= seconds <= MAX_WINDOW_SECONDS:
-            self.fail(f"{value!r}: between {MIN_WINDOW_SECONDS:g} s and {MAX_WINDOW_SECONDS:g} s", param, ctx)
-        return seconds
 
 
 DURATION = Duration()
@@ -189,14 +200,13 @@ def _speculative_config(text: str | None) -> dict[str, Any] | None:
     """``--speculative-config`` JSON as a mapping (exit 2 on anything else)."""
     if text is None:
         return None
-    import json
-
+    from spectune.inputs import JsonProblem, parse_json
     from spectune.observe.faults import ObserveUsageError
 
     try:
-        cfg = json.loads(text)
-    except ValueError as err:
-        raise ObserveUsageError(f"--speculative-config: not JSON ({err})") from None
+        cfg = parse_json(text)
+    except JsonProblem as err:
+        raise ObserveUsageError(f"--speculative-config: not JSON spectune reads ({err.message})") from None
     if not isinstance(cfg, dict):
         raise ObserveUsageError("--speculative-config: expected a JSON object, e.g. "
                                 '\'{"method": "ngram", "num_speculative_tokens": 3}\'')
