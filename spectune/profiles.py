@@ -267,7 +267,7 @@ def model_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], default_na
     try:
         model = _warned(model_from_hf_config(cfg, str(v.get("name") or default_name),
                                              dict(v.get("dtypes") or {}), doc.file))
-    except (ValueError, TypeError, KeyError, ZeroDivisionError, OverflowError) as exc:
+    except (ValueError, ZeroDivisionError, OverflowError) as exc:  # worded: spectune.config_fields
         raise doc.error(cfg_path, str(exc)) from None
     if "routing" in v:
         model = replace(model, routing=routing_from_value(doc, (*path, "routing"), v["routing"], model))
@@ -291,7 +291,7 @@ def load_model(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Model:
         cfg = _read_config_json(d, path, ref)
         try:
             return _warned(model_from_hf_config(cfg, Path(ref).parent.name or ref, None, ref))
-        except (ValueError, TypeError, KeyError, ZeroDivisionError, OverflowError) as exc:
+        except (ValueError, ZeroDivisionError, OverflowError) as exc:  # worded: spectune.config_fields
             raise InputError(str(exc), ref) from None
     f, d, v = _read_builtin("models", ref, doc, path)
     return model_from_mapping(d, (), v, f.stem)
