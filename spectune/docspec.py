@@ -76,8 +76,9 @@ def describe(v: Any) -> str:
     if isinstance(v, bool):
         return f"a boolean ({str(v).lower()})"
     if isinstance(v, (int, float, str)):
-        text = repr(v)
-        return text if len(text) <= 40 else text[:37] + "..."
+        from spectune.inputs import short
+
+        return short(v)
     return {"dict": "a mapping", "list": "a list"}.get(type(v).__name__, type(v).__name__)
 
 

@@ -46,8 +46,18 @@ MAX_INT_MAGNITUDE = 2**63
 
 
 def short(value: Any, width: int = 40) -> str:
-    """``repr(value)`` cut to ``width`` characters: messages never echo a huge value."""
-    text = repr(value)
+    """``repr(value)`` cut to ``width`` characters: messages never echo a huge value. A
+    whole number too long for ``str()`` (CPython refuses past its int-digits limit: 4300
+    digits by default, 640 at the lowest; a YAML ``0x...`` of any length is read) shows its
+    leading digits."""
+    if isinstance(value, int) and value.bit_length() > 2000:  # > 600 digits
+        lead = abs(value) // 10 ** (int(math.log10(abs(value))) - width)  # width + 1 digits
+        text = ("-" if value < 0 else "") + str(lead) + "..."
+    else:
+        try:
+            text = repr(value)
+        except ValueError:  # such a number inside a list or mapping
+            text = f"a {type(value).__name__} holding a number too long to show"
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -194,16 +204,24 @@ def _walk_events(loader: Any, file: str) -> None:
         loader.dispose()
 
 
-#: A plain scalar YAML 1.1 reads as a decimal whole number (sexagesimal ``1:30`` included):
-#: int() of more than 4300 digits fails in CPython's own words, so a long one is refused first.
-_LONG_WHOLE = re.compile(r"[-+]?[0-9][0-9_:]*")
+#: A plain scalar YAML 1.1 reads as a whole number: decimal (sexagesimal ``1:30`` and octal
+#: ``017`` included), ``0x`` hexadecimal or ``0b`` binary. int() of a long decimal one fails
+#: in CPython's own words, and str() of a long one of any base does, so they are refused first.
+_LONG_WHOLE = re.compile(r"[-+]?(?:0x[0-9a-fA-F_]+|0b[01_]+|[0-9][0-9_:]*)")
+_DIGITS_PER_CHAR = {"0x": math.log10(16), "0b": math.log10(2)}
 
 
 def _digits_problem(token: str) -> str | None:
-    """What is wrong with a whole number written ``token`` (None: not too long)."""
-    if len(token) <= MAX_DIGITS:
+    """What is wrong with a whole number written ``token`` (None: not too long): its
+    decimal digits (a hexadecimal digit counts 1.2) past MAX_DIGITS."""
+    if len(token) <= MAX_DIGITS // 2:
         return None
-    digits = sum(c.isdigit() for c in token)
+    body = token.lstrip("+-")
+    per_char = _DIGITS_PER_CHAR.get(body[:2])
+    if per_char is None:
+        digits = sum(c.isdigit() for c in body)
+    else:
+        digits = round(sum(c != "_" for c in body[2:]) * per_char)
     return None if digits <= MAX_DIGITS else \
         f"a whole number of {digits:,} digits is out of range (at most {MAX_DIGITS})"
 

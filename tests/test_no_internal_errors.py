@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 
 from spectune.cli import cli
 from spectune.errors import InputError
-from spectune.inputs import json_document, parse_json, yaml_documents
+from spectune.inputs import json_document, parse_json, short, yaml_documents
 from spectune.serving_config import read_serving_config
 
 HOSTILE = Path(__file__).parent / "hostile"
@@ -87,6 +87,23 @@ def test_yaml_whole_number_of_5000_digits_is_refused_in_spectunes_words() -> Non
         yaml_documents("a: 1\nb: " + "7" * DIGITS + "\n", "big.yaml")
     assert str(err.value) == "big.yaml:2: a whole number of 5,000 digits is out of range (at most 640)"
     assert yaml_documents('b: "' + "7" * DIGITS + '"\n', "t.yaml")[0][0] == {"b": "7" * DIGITS}
+
+
+@pytest.mark.parametrize("number", ["0x" + "f" * DIGITS, "-0x" + "f" * DIGITS, "0b" + "1" * 2 * DIGITS,
+                                    "1_" * DIGITS + "1", "1:" * DIGITS + "1"])
+def test_yaml_whole_number_too_long_in_any_base_is_refused_before_it_is_built(number: str) -> None:
+    """A hexadecimal one is read by int() whatever its length, and then no message could show
+    it: str() of it fails in CPython's own words (exit 70 from any validator that names it)."""
+    with pytest.raises(InputError, match=r"^v.yaml:2: a whole number of [\d,]+ digits is out of range"):
+        yaml_documents(f"a: 1\nv: {number}\n", "v.yaml")
+
+
+def test_messages_show_whole_numbers_of_any_length() -> None:
+    assert short(16**DIGITS) == "3980276840337966592354307206191202453..."
+    assert short(-(10**DIGITS)) == "-100000000000000000000000000000000000..."
+    assert short([1, 10**DIGITS]) == "a list holding a number too long to show"
+    vllm = yaml_documents("speculative-config: 0x" + "f" * 400 + "\n", "c.yaml")  # 482 digits: read
+    assert short(vllm[0][0]["speculative-config"]).startswith("4446241647")  # 16**400 - 1
 
 
 @pytest.mark.parametrize("suffix", [".json", ".jsonl"])

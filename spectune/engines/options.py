@@ -118,11 +118,11 @@ def whole_number(val: Any, what: str, file: str, line: int | None, lo: int | Non
             raise ValueError
         n = int(f)
     except (TypeError, ValueError, OverflowError):
-        raise InputError(f"{what} must be a whole number, got {val!r}", file, line) from None
+        raise InputError(f"{what} must be a whole number, got {short(val)}", file, line) from None
     if (lo is not None and n < lo) or (hi is not None and n > hi):
         bounds = (f"from {lo} to {hi}" if lo is not None and hi is not None
                   else f">= {lo}" if lo is not None else f"<= {hi}")
-        raise InputError(f"{what} must be {bounds}, got {val!r}" + (f" ({why})" if why else ""),
+        raise InputError(f"{what} must be {bounds}, got {short(val)}" + (f" ({why})" if why else ""),
                          file, line)
     return n
 

@@ -102,7 +102,7 @@ from spectune.engines.options import (
     whole_number,
 )
 from spectune.errors import InputError
-from spectune.inputs import JsonProblem, parse_json, yaml_documents
+from spectune.inputs import JsonProblem, parse_json, short, yaml_documents
 from spectune.limits import MAX_GPUS, MAX_POSITIONS
 from spectune.manifests import child, line_of
 from spectune.observe.exposition import Exposition, Series
@@ -434,7 +434,7 @@ def _apply(conf: Configured, file_opts: list[Option],
     if dotted:
         spec = dotted
     if spec is not None and not isinstance(spec, dict):
-        raise InputError(f"--speculative-config must be a JSON object, got {spec!r}", file, spec_line)
+        raise InputError(f"--speculative-config must be a JSON object, got {short(spec)}", file, spec_line)
     if aliases or legacy:
         spec = dict(spec or {})
         for key, val in {**legacy, **aliases}.items():
@@ -476,7 +476,7 @@ def _apply(conf: Configured, file_opts: list[Option],
                          "the draft length vLLM will use (it defaults to the draft checkpoint's "
                          "n_predict): set it explicitly", file, spec_line)
     if whole_number(k, "num_speculative_tokens", file, spec_line) <= 0:
-        raise InputError(f"num_speculative_tokens must be > 0 (vLLM refuses {k!r})", file, spec_line)
+        raise InputError(f"num_speculative_tokens must be > 0 (vLLM refuses {short(k)})", file, spec_line)
     conf.gamma = draft_length(k, "num_speculative_tokens", file, spec_line, lo=1)
     lookup_n = tuple(None if spec.get(key) is None else whole_number(spec[key], key, file, spec_line, lo=1)
                      for key in ("prompt_lookup_min", "prompt_lookup_max"))
@@ -503,12 +503,12 @@ def _schedule(sched: Any, file: str, line: int | None) -> list[Range]:
     out: list[Range] = []
     for entry in sched:
         if not isinstance(entry, (list, tuple)) or len(entry) != 3:
-            raise InputError(f"schedule entry {entry!r} is not [range_start, range_end, K]", file, line)
+            raise InputError(f"schedule entry {short(entry)} is not [range_start, range_end, K]", file, line)
         lo, hi, k = (whole_number(x, "schedule entry", file, line) for x in entry)
         if lo <= 0 or hi <= 0 or lo > hi or k < 0:
-            raise InputError(f"schedule entry {entry!r}: ranges must be positive with start <= end "
+            raise InputError(f"schedule entry {short(entry)}: ranges must be positive with start <= end "
                              "and K >= 0", file, line)
-        draft_length(k, f"num_speculative_tokens_per_batch_size entry {list(entry)!r}: K", file, line)
+        draft_length(k, f"num_speculative_tokens_per_batch_size entry {short(list(entry))}: K", file, line)
         out.append((lo, hi, k))
     out.sort()
     prev = 0
