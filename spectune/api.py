@@ -329,7 +329,9 @@ def rules(profile: Deployment | str | Path, *, by: Sequence[str] = (), selector:
 
 def _is_fleet(ref: Deployment | str | Path) -> bool:
     """Whether ``ref`` is a fleet file (a YAML mapping with ``deployments``), not a profile."""
-    if not isinstance(ref, (str, Path)) or str(ref) == "-" or not Path(ref).is_file():
+    from spectune.inputs import is_file
+
+    if not isinstance(ref, (str, Path)) or str(ref) == "-" or not is_file(ref):
         return False
     from spectune.profiles import parse_yaml, read_text
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -26,6 +25,7 @@ from spectune.limits import (
     MAX_CONTEXT,
     MAX_GAMMA,
     MAX_GPUS,
+    MAX_TPOT_SECONDS,
     MAX_WINDOW_SECONDS,
     MIN_INTERVAL_SECONDS,
 )
@@ -413,8 +413,8 @@ def _seed003_extras(dep: Any, ragged: bool, rounds_file: str | None,
         try:
             slo = parse_duration(tpot_slo)
         except ValueError:
-            raise InputError("--tpot-slo expects a duration such as 25ms or 0.025s, "
-                             f"got {tpot_slo!r}") from None
+            raise InputError("--tpot-slo expects a duration such as 25ms or 0.025s, at most "
+                             f"{MAX_TPOT_SECONDS:g} s, got {tpot_slo[:40]!r}") from None
     if slo is not None:
         from spectune.slo import goodput as run_goodput
 
@@ -772,10 +772,10 @@ def check_command(serving_config: str, profile: str | None, profile_map: str | N
     from spectune.profiles import load_deployment
     from spectune.serving_config import read_serving_config
 
-    if Path(serving_config).is_dir() or profile_map:
+    if os.path.isdir(serving_config) or profile_map:  # never raises, whatever the name
         from spectune.gitops import check_directory
 
-        if not (Path(serving_config).is_dir() and profile_map) or profile:
+        if not (os.path.isdir(serving_config) and profile_map) or profile:
             raise InputError("check a directory of manifests with --profiles MAP.yaml (not --profile)")
         doc, code = check_directory(serving_config, profile_map, tolerance,
                                     lambda w: click.echo(f"spectune: warning: {w}", err=True))

@@ -76,8 +76,9 @@ def describe(v: Any) -> str:
     if isinstance(v, bool):
         return f"a boolean ({str(v).lower()})"
     if isinstance(v, (int, float, str)):
-        text = repr(v)
-        return text if len(text) <= 40 else text[:37] + "..."
+        from spectune.inputs import short
+
+        return short(v)
     return {"dict": "a mapping", "list": "a list"}.get(type(v).__name__, type(v).__name__)
 
 
@@ -726,15 +727,14 @@ def key_lines(node: Any, path: str = "", out: dict[str, int] | None = None) -> d
 def parse_document(text: str, name: str) -> tuple[Any, dict[str, int]]:
     """The parsed YAML or JSON document of ``text`` and the line of each key path (YAML
     only; empty for JSON). InputError naming ``name`` when it is neither."""
-    import json
-
-    from spectune.inputs import yaml_document
+    from spectune.inputs import JsonProblem, parse_json, yaml_document
 
     if text.lstrip().startswith("{"):
-        # JSON first: YAML 1.1 reads an exponent without a dot (json's 1e-06) as text
+        # JSON first: YAML 1.1 reads an exponent without a dot (json's 1e-06) as text.
+        # Anything JSON refuses is read as YAML, bounded the same way ({a: 1} is YAML).
         try:
-            return json.loads(text), {}
-        except (ValueError, RecursionError):
+            return parse_json(text), {}
+        except JsonProblem:
             pass
     doc, node = yaml_document(text, name)
     return doc, key_lines(node)

@@ -14,6 +14,7 @@ manifest cannot slip past the gate unchecked; a mapped file that does not exist 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def load_profile_map(path: str, folder: str) -> list[tuple[str, str]]:
         if str(manifest) not in found:
             raise doc.error(key, f"no manifest {manifest!r} under {folder}")
         prof = base / profile
-        out.append((str(root / str(manifest)), str(prof) if prof.exists() else profile))
+        out.append((str(root / str(manifest)), str(prof) if os.path.exists(prof) else profile))
     unmapped = [m for m in found if m not in d["profiles"] and m not in ignore]
     if unmapped:
         raise InputError(f"{', '.join(unmapped)} under {folder} {'is' if len(unmapped) == 1 else 'are'} "

@@ -8,10 +8,12 @@ experts), Llama-4 (interleaved MoE with a shared expert, chunked attention), hyb
 ``layer_types`` models (Qwen3-Next / Qwen3.5: gated-DeltaNet linear attention), EAGLE-1 and
 EAGLE-3 heads (``LlamaForCausalLMEagle3``); quantization from ``quantization_config`` and
 ``hf_quant_config.json``. Cost-changing fields that are not modelled are refused.
-Pure: takes dicts, returns specs; raises ``ValueError`` with the offending key. Every
-shape (layers, heads, widths, experts, vocabulary) must be a whole number within the
-bounds of :mod:`spectune.limits`: a zero head count or 10^8 layers is refused here, not
-met later as a division by zero or a minutes-long evaluation.
+Pure: takes dicts, returns specs; raises ``ValueError`` with the offending key. Every field
+is read through :mod:`spectune.config_fields`, which checks its type (a list of names, text,
+a mapping, true/false, whole numbers) and says what it expected. Every shape (layers,
+heads, widths, experts, vocabulary) must be a whole number within the bounds of
+:mod:`spectune.limits`: a zero head count or 10^8 layers is refused here, not met later as
+a division by zero or a minutes-long evaluation.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from spectune.inputs import number_problem
+from spectune.config_fields import count as _count
+from spectune.config_fields import flag, mapping, names, text, wholes, wrong
+from spectune.inputs import short
 from spectune.limits import (
+    MAX_CONTEXT,
     MAX_EXPERTS,
     MAX_HEAD_DIM,
     MAX_HEADS,
@@ -33,31 +38,6 @@ from spectune.limits import (
 from spectune.model import Attention, DenseFFN, LayerGroup, Model, MoE
 
 DTYPE_KEYS = ("weights", "experts", "kv_cache", "lm_head", "activations")
-
-
-def _req(cfg: Mapping[str, Any], *keys: str) -> Any:
-    for k in keys:
-        if cfg.get(k) is not None:
-            return cfg[k]
-    raise ValueError(f"config.json has no {' / '.join(keys)}")
-
-
-def _whole(key: str, value: Any, hi: int, lo: int = 1) -> int:
-    problem = number_problem(value, integer=True, lo=lo, hi=hi)
-    if problem:
-        raise ValueError(f"config.json {key}: {problem}")
-    return int(value)
-
-
-def _count(cfg: Mapping[str, Any], *keys: str, hi: int, lo: int = 1, default: int | None = None) -> int:
-    """The first of ``keys`` present, as a whole number in [lo, hi]; ``default`` when none is
-    (ValueError naming the keys when there is no default)."""
-    for k in keys:
-        if cfg.get(k) is not None:
-            return _whole(k, cfg[k], hi, lo)
-    if default is not None:
-        return default
-    raise ValueError(f"config.json has no {' / '.join(keys)}")
 
 
 #: ``quantization_config.quant_method`` values spectune prices (transformers / vLLM names);
@@ -85,7 +65,7 @@ def _modelopt_dtype(algo: str, key: str) -> str:
         return "int4"
     if "W8A8" in a or "INT8" in a:
         return "int8"
-    raise ValueError(f"{key}: quant_algo {algo!r} is not modelled (FP8, NVFP4, W4A16_AWQ, W8A8)")
+    raise ValueError(f"{key}: quant_algo {short(algo)} is not modelled (FP8, NVFP4, W4A16_AWQ, W8A8)")
 
 
 def infer_dtypes(cfg: Mapping[str, Any]) -> dict[str, str]:
@@ -94,15 +74,14 @@ def infer_dtypes(cfg: Mapping[str, Any]) -> dict[str, str]:
     int4/int8/fp8), NVIDIA ModelOpt's ``hf_quant_config.json`` (``quantization.quant_algo``,
     ``kv_cache_quant_algo``; passed in as ``cfg["hf_quant_config"]``) and ``torch_dtype``.
     A method spectune does not price is refused (ValueError naming the field)."""
-    torch_dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
+    torch_dtype = text(cfg, "torch_dtype") or text(cfg, "dtype") or "bfloat16"
     base = "fp16" if torch_dtype == "float16" else "bf16"
     weights = experts = kv = base
-    q = cfg.get("quantization_config") or {}
-    if not isinstance(q, Mapping):
-        raise ValueError(f"quantization_config: expected a mapping, got {q!r}")
-    method = str(q.get("quant_method", "")).lower()
+    q = mapping(cfg, "quantization_config")
+    qk = "config.json quantization_config."
+    method = text(q, "quant_method", where=qk).lower()
     if method and method not in _QUANT_METHODS:
-        raise ValueError(f"quantization_config.quant_method {method!r} is not modelled; "
+        raise ValueError(f"quantization_config.quant_method {short(method)} is not modelled; "
                          f"known: {', '.join(_QUANT_METHODS)} (or set the model's dtypes)")
     if method in ("fp8", "fbgemm_fp8") or q.get("fmt") == "e4m3":
         weights = experts = "fp8"
@@ -111,31 +90,34 @@ def infer_dtypes(cfg: Mapping[str, Any]) -> dict[str, str]:
     elif method in ("nvfp4", "modelopt_fp4"):
         weights = experts = "nvfp4"
     elif method == "modelopt":
-        weights = experts = _modelopt_dtype(str(q.get("quant_algo", "")),
+        weights = experts = _modelopt_dtype(text(q, "quant_algo", where=qk),
                                             "quantization_config.quant_algo")
-        if str(q.get("kv_cache_quant_algo") or "").upper() == "FP8":
+        if text(q, "kv_cache_quant_algo", where=qk).upper() == "FP8":
             kv = "fp8"
     elif method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
-        weights = experts = _bits_dtype(int(q.get("bits") or q.get("w_bit") or 4), "int",
-                                        "quantization_config.bits")
+        bits = _count(q, "bits", "w_bit", hi=64, default=4, where=qk)
+        weights = experts = _bits_dtype(bits, "int", "quantization_config.bits")
     elif method == "compressed-tensors":
-        groups = q.get("config_groups") or {}
-        w = next((g.get("weights") or {} for g in groups.values() if isinstance(g, dict)), {})
-        weights = experts = _bits_dtype(int(w.get("num_bits") or 8), str(w.get("type") or "int"),
+        groups = mapping(q, "config_groups", where=qk)
+        first = next((g for g in groups.values() if isinstance(g, Mapping)), {})
+        gk = qk + "config_groups.*."
+        w = mapping(first, "weights", where=gk)
+        weights = experts = _bits_dtype(_count(w, "num_bits", hi=64, default=8, where=gk + "weights."),
+                                        text(w, "type", where=gk + "weights.") or "int",
                                         "quantization_config.config_groups.*.weights")
-        kvs = q.get("kv_cache_scheme") or {}
-        if kvs and int(kvs.get("num_bits") or 16) == 8:
+        kvs = mapping(q, "kv_cache_scheme", where=qk)
+        if kvs and _count(kvs, "num_bits", hi=64, default=16, where=qk + "kv_cache_scheme.") == 8:
             kv = "fp8"
-    hq = cfg.get("hf_quant_config") or {}
-    mo = hq.get("quantization") if isinstance(hq, Mapping) else None
-    if not isinstance(mo, Mapping):
-        mo = {}
-    if mo.get("quant_algo"):
-        weights = experts = _modelopt_dtype(str(mo["quant_algo"]),
-                                            "hf_quant_config.json: quantization.quant_algo")
-    if str(mo.get("kv_cache_quant_algo") or "").upper() == "FP8":
+    hq = cfg.get("hf_quant_config") or {}  # hf_quant_config.json, read beside config.json
+    if not isinstance(hq, Mapping):
+        raise wrong("hf_quant_config.json", "a JSON object", hq)
+    mk = "hf_quant_config.json quantization."
+    mo = mapping(hq, "quantization", where="hf_quant_config.json ")
+    if text(mo, "quant_algo", where=mk):
+        weights = experts = _modelopt_dtype(text(mo, "quant_algo", where=mk), mk + "quant_algo")
+    if text(mo, "kv_cache_quant_algo", where=mk).upper() == "FP8":
         kv = "fp8"
-    if str(cfg.get("expert_dtype", "")).lower() in ("fp4", "mxfp4"):
+    if text(cfg, "expert_dtype").lower() in ("fp4", "mxfp4"):
         experts = "mxfp4"  # DeepSeek-V4: experts natively MXFP4 (seed 000)
     return {"weights": weights, "experts": experts, "kv_cache": kv, "lm_head": base,
             "activations": "bf16"}
@@ -163,10 +145,11 @@ def _dsa(cfg: Mapping[str, Any], h: int, mla: Attention) -> Attention:
     picks ``index_topk`` positions per query (deepseek-ai/DeepSeek-V3.2-Exp inference/model.py)."""
     heads = _count(cfg, "index_n_heads", hi=MAX_HEADS)
     dim = _count(cfg, "index_head_dim", hi=MAX_HEAD_DIM)
-    q_lora = int(cfg.get("q_lora_rank") or h)
+    q_lora = _count(cfg, "q_lora_rank", hi=MAX_HIDDEN, lo=0, default=0) or h
     idx_proj = q_lora * heads * dim + h * dim + h * heads
     return replace(mla, kind="dsa", proj_params=mla.proj_params + idx_proj,
-                   index_topk=int(cfg["index_topk"]), index_n_heads=heads, index_head_dim=dim)
+                   index_topk=_count(cfg, "index_topk", hi=MAX_CONTEXT), index_n_heads=heads,
+                   index_head_dim=dim)
 
 
 def _moe(cfg: Mapping[str, Any]) -> MoE:
@@ -177,7 +160,7 @@ def _moe(cfg: Mapping[str, Any]) -> MoE:
     shared_inter = _count(cfg, "shared_expert_intermediate_size", hi=MAX_INTERMEDIATE, lo=0, default=0)
     if shared_inter and not n_shared:
         n_shared = 1  # Qwen2-MoE: one shared expert of its own width
-    if str(cfg.get("model_type", "")).startswith("llama4") and not n_shared:
+    if text(cfg, "model_type").startswith("llama4") and not n_shared:
         n_shared = 1  # Llama-4: one always-on shared expert as wide as a routed one
     return MoE(n_exp, top_k, inter, n_shared, shared_inter or inter)
 
@@ -204,8 +187,7 @@ def _v4_layers(cfg: Mapping[str, Any], h: int, n_h: int, ffn: MoE) -> tuple[Laye
     idx_heads = _count(cfg, "index_n_heads", hi=MAX_HEADS, lo=0, default=0)
     idx_dim = _count(cfg, "index_head_dim", hi=MAX_HEAD_DIM, lo=0, default=0)
     idx_proj = q_lora * idx_heads * idx_dim + h * idx_dim + h * idx_heads
-    ratios = [_whole(f"compress_ratios[{i}]", r, 1 << 20, lo=0)
-              for i, r in enumerate(cfg.get("compress_ratios") or [])]
+    ratios = wholes(cfg, "compress_ratios", hi=1 << 20) or []
     n_layers = _count(cfg, "num_hidden_layers", hi=MAX_LAYERS)
     ratios = (ratios + [0] * n_layers)[:n_layers]
     groups: list[LayerGroup] = []
@@ -216,7 +198,7 @@ def _v4_layers(cfg: Mapping[str, Any], h: int, n_h: int, ffn: MoE) -> tuple[Laye
         elif r <= 8:
             att = Attention("csa", n_h, 1, d_c + rope, base + idx_proj, kv_lora_rank=d_c,
                             rope_dim=rope, window=window, compress_ratio=int(r),
-                            index_topk=int(cfg.get("index_topk") or 512),
+                            index_topk=_count(cfg, "index_topk", hi=MAX_CONTEXT, default=512),
                             index_n_heads=idx_heads, index_head_dim=idx_dim)
         else:
             att = Attention("hca", n_h, 1, d_c + rope, base, kv_lora_rank=d_c, rope_dim=rope,
@@ -247,7 +229,7 @@ LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "line
 
 
 def _state_dtype(cfg: Mapping[str, Any]) -> str:
-    raw = str(cfg.get("mamba_ssm_dtype") or "float32")
+    raw = text(cfg, "mamba_ssm_dtype") or "float32"
     return {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(raw, "fp32")
 
 
@@ -259,7 +241,7 @@ def _linear_attention(cfg: Mapping[str, Any], h: int) -> Attention:
     n_v = _count(cfg, "linear_num_value_heads", hi=MAX_HEADS)
     d_k = _count(cfg, "linear_key_head_dim", hi=MAX_HEAD_DIM)
     d_v = _count(cfg, "linear_value_head_dim", hi=MAX_HEAD_DIM)
-    kernel = int(cfg.get("linear_conv_kernel_dim") or 4)
+    kernel = _count(cfg, "linear_conv_kernel_dim", hi=MAX_HEAD_DIM, default=4)
     conv_dim = 2 * n_k * d_k + n_v * d_v
     proj = h * (2 * n_k * d_k + 2 * n_v * d_v) + h * 2 * n_v + conv_dim * kernel + n_v * d_v * h
     return Attention("linear", n_v, n_k, d_v, proj, key_dim=d_k, conv_kernel=kernel,
@@ -270,25 +252,27 @@ def _layer_types(cfg: Mapping[str, Any], mtype: str, n_layers: int) -> list[str]
     """The attention kind of every layer, from ``layer_types`` or the fields that imply it
     (Qwen3-Next ``full_attention_interval``; Llama-4 ``no_rope_layers`` / chunked attention
     on 3 of every 4 layers; Mistral / Mixtral sliding window)."""
-    types = [str(t) for t in (cfg.get("layer_types") or [])]
+    types = names(cfg, "layer_types")
     if types:
         if len(types) < n_layers:
             raise ValueError(f"layer_types has {len(types)} entries for {n_layers} layers")
         for i, t in enumerate(types[:n_layers]):
             if t not in LAYER_TYPES:
-                raise ValueError(f"layer_types[{i}] = {t!r} is not modelled "
+                raise ValueError(f"layer_types[{i}] = {short(t)} is not modelled "
                                  f"(known: {', '.join(LAYER_TYPES)})")
         return types[:n_layers]
     if cfg.get("full_attention_interval"):
-        k = int(cfg["full_attention_interval"])
+        k = _count(cfg, "full_attention_interval", hi=MAX_LAYERS)
         return ["full_attention" if (i + 1) % k == 0 else "linear_attention"
                 for i in range(n_layers)]
     if cfg.get("attention_chunk_size"):
         # transformers Llama4TextConfig: no_rope_layers[i] = 1 (RoPE, chunked local
         # attention) unless (i + 1) % 4 == 0 (NoPE, global attention).
-        rope = cfg.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(n_layers)]
+        rope = wholes(cfg, "no_rope_layers", hi=1) or [int((i + 1) % 4 != 0) for i in range(n_layers)]
+        if len(rope) < n_layers:
+            raise ValueError(f"config.json no_rope_layers has {len(rope)} entries for {n_layers} layers")
         return ["chunked_attention" if rope[i] else "full_attention" for i in range(n_layers)]
-    use_window = cfg.get("use_sliding_window", True) is not False and cfg.get("sliding_window")
+    use_window = flag(cfg, "use_sliding_window", True) and cfg.get("sliding_window")
     if use_window and mtype in ("mistral", "mixtral"):
         return ["sliding_attention"] * n_layers
     return ["full_attention"] * n_layers
@@ -296,13 +280,15 @@ def _layer_types(cfg: Mapping[str, Any], mtype: str, n_layers: int) -> list[str]
 
 def _moe_layers(cfg: Mapping[str, Any], n_layers: int) -> set[int]:
     """Indices of the layers whose FFN is a mixture of experts."""
-    if cfg.get("moe_layers") is not None:  # Llama-4's explicit list
-        return {int(i) for i in cfg["moe_layers"]}
+    explicit = wholes(cfg, "moe_layers", hi=MAX_LAYERS)  # Llama-4's explicit list
+    if explicit is not None:
+        return set(explicit)
     first_dense = _count(cfg, "first_k_dense_replace", hi=MAX_LAYERS, lo=0, default=0)
     dense = set(range(min(first_dense, n_layers)))
-    dense |= {int(i) for i in (cfg.get("mlp_only_layers") or [])}
-    step = int(cfg.get("interleave_moe_layer_step") or cfg.get("decoder_sparse_step")
-               or cfg.get("moe_layer_freq") or 1)
+    dense |= set(wholes(cfg, "mlp_only_layers", hi=MAX_LAYERS) or [])
+    steps = [_count(cfg, k, hi=MAX_LAYERS, lo=0, default=0)
+             for k in ("interleave_moe_layer_step", "decoder_sparse_step", "moe_layer_freq")]
+    step = next((s for s in steps if s), 1)
     if step > 1:
         # Llama-4 / Qwen2-MoE: every step-th layer, counting from 1, is MoE.
         dense |= {i for i in range(n_layers) if (i + 1) % step != 0}
@@ -317,15 +303,15 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
     Fields that change the cost and are not modelled are refused (:data:`UNMODELLED`,
     unknown ``layer_types``, unknown quantization methods) with a ValueError naming them."""
     if "text_config" in cfg and "hidden_size" not in cfg:
-        cfg = {**cfg["text_config"], "quantization_config": cfg.get("quantization_config"),
+        inner = mapping(cfg, "text_config")
+        cfg = {**inner, "quantization_config": cfg.get("quantization_config"),
                "hf_quant_config": cfg.get("hf_quant_config"),
-               "tie_word_embeddings": cfg["text_config"].get(
-                   "tie_word_embeddings", cfg.get("tie_word_embeddings"))}
+               "tie_word_embeddings": inner.get("tie_word_embeddings", cfg.get("tie_word_embeddings"))}
     for key, what in UNMODELLED.items():
         if cfg.get(key) is not None:
             raise ValueError(f"{key}: {what} is not modelled by spectune's cost model")
-    arch = " ".join(cfg.get("architectures") or [])
-    mtype = str(cfg.get("model_type", ""))
+    arch = " ".join(names(cfg, "architectures"))
+    mtype = text(cfg, "model_type")
     h = _count(cfg, "hidden_size", hi=MAX_HIDDEN)
     n_h = _count(cfg, "num_attention_heads", hi=MAX_HEADS)
     n_kv = _count(cfg, "num_key_value_heads", hi=n_h, default=n_h) or n_h
@@ -345,7 +331,7 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
                 att = _dsa(cfg, h, att)
         else:
             proj = _gqa_proj(h, n_h, n_kv, d, q_in=2 * h if eagle3 else None)
-            if cfg.get("attn_output_gate"):
+            if flag(cfg, "attn_output_gate"):
                 proj += h * n_h * d  # Qwen3.5 / Qwen3-Next: q_proj also makes a sigmoid gate
             if eagle3:
                 proj += 3 * h * h  # EAGLE-3 fuses low/mid/high target features: fc 3h -> h
@@ -385,11 +371,11 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
     head_vocab = _count(cfg, "draft_vocab_size", hi=MAX_VOCAB, lo=0, default=0) if eagle3 else 0
     notes = []
     if mtype and mtype not in KNOWN_MODEL_TYPES:
-        notes.append(f"model_type {mtype!r} is not a family spectune knows: priced as a plain "
+        notes.append(f"model_type {short(mtype)} is not a family spectune knows: priced as a plain "
                      "transformer from its sizes; a field of its own that changes the cost is "
                      "not modelled")
     return Model(
-        name=name or str(cfg.get("_name_or_path") or mtype or "model"),
+        name=name or text(cfg, "_name_or_path") or mtype or "model",
         hidden_size=h,
         vocab_size=vocab,
         layers=groups,
@@ -399,7 +385,7 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
         act_dtype=dt.get("activations", "bf16"),
         lm_head_dtype=dt["lm_head"],
         lm_head_vocab=head_vocab,
-        tied_embeddings=cfg.get("tie_word_embeddings") is True,
+        tied_embeddings=flag(cfg, "tie_word_embeddings"),
         source=source,
         notes=tuple(notes),
     )

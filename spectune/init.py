@@ -10,11 +10,13 @@ loaded) and its version (``/version``, ``/get_server_info``).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from spectune.errors import InputError
+from spectune.inputs import is_file, parse_json
 
 
 @dataclass(frozen=True)
@@ -39,10 +41,10 @@ def model_ref(model: str) -> tuple[Any, str]:
     if is_path(model, lambda r: bool(builtin_aliases("models", r))):
         p = Path(model)
         where = "" if p.is_absolute() else " (relative: read from this file's folder)"
-        if p.is_dir():
+        if os.path.isdir(p):  # never raises, whatever the name (os.path, unlike Path)
             config_file(p)  # a folder without config.json fails here
             return {"config": model}, f"a Hugging Face model folder{where}"
-        if not p.is_file():
+        if not is_file(p):
             raise InputError(f"--model {model}: no such file")
         return {"config": model}, f"a Hugging Face config.json{where}"
     from spectune.profiles import builtin_path
@@ -66,11 +68,12 @@ def server_info(url: str, timeout: float = 10.0) -> ServerInfo:
     try:
         r = requests.get(base + "/v1/models", timeout=timeout)
         r.raise_for_status()
-        models = r.json().get("data") or []
-    except (requests.RequestException, ValueError, AttributeError) as err:
+        models = parse_json(r.text).get("data") or []
+    except (requests.RequestException, ValueError, AttributeError) as err:  # ValueError: JsonProblem
         raise InputError(f"--from-server {url}: cannot list models at {base}/v1/models "
                          f"({type(err).__name__})") from None
-    if not models or not isinstance(models[0], dict) or not models[0].get("id"):
+    if not isinstance(models, list) or not models or not isinstance(models[0], dict) \
+            or not models[0].get("id"):
         raise InputError(f"--from-server {url}: {base}/v1/models lists no model")
     m = models[0]
     engine, version = "vllm", None
@@ -78,13 +81,14 @@ def server_info(url: str, timeout: float = 10.0) -> ServerInfo:
         path = module.VERSION_PATH
         try:
             v = requests.get(base + path, timeout=timeout)
-            if v.status_code == 200 and isinstance(v.json().get("version"), str):
-                engine, version = eng, str(v.json()["version"])[:40]
+            answer = parse_json(v.text) if v.status_code == 200 else None
+            if isinstance(answer, dict) and isinstance(answer.get("version"), str):
+                engine, version = eng, answer["version"][:40]
                 break
         except (requests.RequestException, ValueError, AttributeError):
             continue
     root = m.get("root")
-    local = root if isinstance(root, str) and (Path(root) / "config.json").is_file() else None
+    local = root if isinstance(root, str) and is_file(str(Path(root) / "config.json")) else None
     return ServerInfo(engine, version, str(m["id"]), local)
 
 

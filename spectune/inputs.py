@@ -9,12 +9,16 @@ configurations all come in through here:
   is read.
 * :func:`yaml_documents` -- YAML through a first pass over the parser's events that refuses
   nesting deeper than :data:`~spectune.limits.MAX_YAML_DEPTH` (libyaml's composer recurses
-  in C and would crash; its scanner has a limit and wording of its own, never shown) and
+  in C and would crash; its scanner has a limit and wording of its own, never shown),
   documents that expand, aliases included, to more than
-  :data:`~spectune.limits.MAX_YAML_NODES` nodes (an alias bomb), then refuses mapping keys
-  that are not text (``1: x``, ``yes: x``).
-* :func:`json_document` -- JSON without NaN / Infinity / overflowing numbers and with a
-  bounded depth.
+  :data:`~spectune.limits.MAX_YAML_NODES` nodes (an alias bomb) and whole numbers of more
+  than :data:`~spectune.limits.MAX_DIGITS` digits, then refuses mapping keys that are not
+  text (``1: x``, ``yes: x``).
+* :func:`parse_json` / :func:`json_document` -- every JSON text a user or a server gives
+  (config.json, recorded rounds, adaptive configs, option values): no NaN / Infinity /
+  overflowing numbers, whole numbers of at most :data:`~spectune.limits.MAX_DIGITS`
+  digits, nesting at most :data:`~spectune.limits.MAX_JSON_DEPTH` deep, each checked by
+  spectune before the parser could fail in its own words.
 * :func:`number_problem` -- what is wrong with a number (not a number, not finite, not
   whole, out of range), for every validator to phrase the same way.
 
@@ -25,22 +29,35 @@ file, the line and, where there is one, the key.
 from __future__ import annotations
 
 import contextlib
+import errno
+import itertools
 import math
 import os
+import re
 import stat
 import sys
 from typing import Any
 
 from spectune.errors import InputError
-from spectune.limits import MAX_INPUT_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
+from spectune.limits import MAX_DIGITS, MAX_INPUT_BYTES, MAX_JSON_DEPTH, MAX_YAML_DEPTH, MAX_YAML_NODES
 
 #: Integers beyond this magnitude are refused before any float conversion (float(10**400) raises).
 MAX_INT_MAGNITUDE = 2**63
 
 
 def short(value: Any, width: int = 40) -> str:
-    """``repr(value)`` cut to ``width`` characters: messages never echo a huge value."""
-    text = repr(value)
+    """``repr(value)`` cut to ``width`` characters: messages never echo a huge value. A
+    whole number too long for ``str()`` (CPython refuses past its int-digits limit: 4300
+    digits by default, 640 at the lowest; a YAML ``0x...`` of any length is read) shows its
+    leading digits."""
+    if isinstance(value, int) and value.bit_length() > 2000:  # > 600 digits
+        lead = abs(value) // 10 ** (int(math.log10(abs(value))) - width)  # width + 1 digits
+        text = ("-" if value < 0 else "") + str(lead) + "..."
+    else:
+        try:
+            text = repr(value)
+        except ValueError:  # such a number inside a list or mapping
+            text = f"a {type(value).__name__} holding a number too long to show"
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -57,9 +74,10 @@ def input_file_problem(path: str, stdin_ok: bool = True) -> str | None:
     ``stdin_ok``: the message offers ``-`` (stdin) instead."""
     try:
         st = os.stat(path)
-    except FileNotFoundError:
-        return f"no such file: {path}"
     except OSError as exc:
+        # A name longer than the system allows names no file, like a missing one.
+        if exc.errno in (errno.ENOENT, errno.ENAMETOOLONG):
+            return f"no such file: {path}"
         return f"cannot read {path}: {exc.strerror or exc}"
     if stat.S_ISDIR(st.st_mode):
         return f"{path} is a directory, not a file"
@@ -67,6 +85,14 @@ def input_file_problem(path: str, stdin_ok: bool = True) -> str | None:
         return (f"{path} is not a regular file (a device, pipe or socket); give a file"
                 + (", or '-' for stdin" if stdin_ok else ""))
     return None
+
+
+def is_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a readable regular file: the one test every lookup of a name
+    (a built-in, a shipped example, a document, a referenced file) makes. Never raises:
+    a name the system cannot look up (longer than a file name may be, a loop of links) is
+    no file, where :meth:`pathlib.Path.is_file` raises OSError for some of them."""
+    return input_file_problem(os.fspath(path)) is None
 
 
 def read_input(path: str, max_bytes: int = MAX_INPUT_BYTES) -> str:
@@ -166,6 +192,9 @@ def _walk_events(loader: Any, file: str) -> None:
                 anchor, size, start = stack.pop()
                 add(anchor, size, start)
             elif isinstance(ev, yaml.ScalarEvent):
+                problem = _digits_problem(ev.value) if not ev.style else None
+                if problem and _LONG_WHOLE.fullmatch(ev.value):
+                    raise InputError(problem, file, line)
                 add(ev.anchor, 1, line)
             elif isinstance(ev, yaml.AliasEvent):
                 add(None, sizes.get(ev.anchor or "", 1), line)
@@ -173,6 +202,28 @@ def _walk_events(loader: Any, file: str) -> None:
                 total = 0
     finally:
         loader.dispose()
+
+
+#: A plain scalar YAML 1.1 reads as a whole number: decimal (sexagesimal ``1:30`` and octal
+#: ``017`` included), ``0x`` hexadecimal or ``0b`` binary. int() of a long decimal one fails
+#: in CPython's own words, and str() of a long one of any base does, so they are refused first.
+_LONG_WHOLE = re.compile(r"[-+]?(?:0x[0-9a-fA-F_]+|0b[01_]+|[0-9][0-9_:]*)")
+_DIGITS_PER_CHAR = {"0x": math.log10(16), "0b": math.log10(2)}
+
+
+def _digits_problem(token: str) -> str | None:
+    """What is wrong with a whole number written ``token`` (None: not too long): its
+    decimal digits (a hexadecimal digit counts 1.2) past MAX_DIGITS."""
+    if len(token) <= MAX_DIGITS // 2:
+        return None
+    body = token.lstrip("+-")
+    per_char = _DIGITS_PER_CHAR.get(body[:2])
+    if per_char is None:
+        digits = sum(c.isdigit() for c in body)
+    else:
+        digits = round(sum(c != "_" for c in body[2:]) * per_char)
+    return None if digits <= MAX_DIGITS else \
+        f"a whole number of {digits:,} digits is out of range (at most {MAX_DIGITS})"
 
 
 _TEXT_KEY_TAGS = ("tag:yaml.org,2002:str", "tag:yaml.org,2002:merge")
@@ -230,29 +281,106 @@ def yaml_document(text: str, file: str) -> tuple[Any, Any]:
 
 
 # --------------------------------------------------------------------------- JSON
-def _finite_float(text: str) -> float:
-    x = float(text)
+#: A JSON string (escapes included), or an unclosed one up to the end of the text.
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\Z)'
+_STRINGS = re.compile(_STRING, re.DOTALL)
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+#: Strings (skipped), brackets and the tokens a parse hook may refuse (numbers, constants).
+_TOKENS = re.compile(_STRING + r"|[\[\]{}]|-?Infinity|NaN|-?[0-9][0-9.eE+-]*", re.DOTALL)
+_DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+class JsonProblem(ValueError):
+    """What is wrong with a JSON text, in spectune's words, and the offset where it is;
+    ``syntax``: the text is not JSON at all (else: JSON spectune refuses)."""
+
+    def __init__(self, message: str, offset: int, syntax: bool = False) -> None:
+        super().__init__(message)
+        self.message, self.offset, self.syntax = message, offset, syntax
+
+
+class _Refused(ValueError):
+    """A parse hook refused ``token``; its offset is found afterwards (hooks get no position)."""
+
+    def __init__(self, message: str, token: str) -> None:
+        super().__init__(message)
+        self.message, self.token = message, token
+
+
+def _too_deep(text: str) -> int | None:
+    """Offset of the first bracket nested deeper than MAX_JSON_DEPTH (None: none is).
+
+    Checked before parsing, so that the parser's own recursion (RecursionError, or a crash
+    in C) is never what stops a deep document. Linear: strings and everything that is not
+    a bracket are dropped by regular expressions, and the running depth is summed in C; the
+    token-by-token walk that finds the offset runs only for a document that is too deep."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return None
+    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
+    if max(itertools.accumulate(map(_DEPTH_STEP.__getitem__, brackets.encode())), default=0) \
+            <= MAX_JSON_DEPTH:
+        return None
+    depth = 0
+    for m in _TOKENS.finditer(text):
+        c = text[m.start()]
+        if c in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return m.start()
+        elif c in "]}":
+            depth -= 1
+    return None  # pragma: no cover - the sum above found a deeper point
+
+
+def _offset_of(text: str, token: str) -> int:
+    """Offset of the first ``token`` (a number or constant) outside strings; 0 if not found."""
+    return next((m.start() for m in _TOKENS.finditer(text) if m.group() == token), 0)
+
+
+def _whole_number(token: str) -> int:
+    problem = _digits_problem(token)  # int() refuses long ones in its own words (CPython 3.11+)
+    if problem:
+        raise _Refused(problem, token)
+    return int(token)
+
+
+def _finite_float(token: str) -> float:
+    x = float(token)
     if not math.isfinite(x):
-        raise ValueError(f"number {short(text)} is out of range")
+        raise _Refused(f"number {short(token)} is out of range", token)
     return x
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number JSON allows (nor spectune)")
+def _no_constant(token: str) -> Any:
+    raise _Refused(f"{token} is not a number JSON allows (nor spectune)", token)
+
+
+def parse_json(text: str) -> Any:
+    """Parse JSON text: NaN, Infinity, numbers that overflow, whole numbers of more than
+    MAX_DIGITS digits and nesting deeper than MAX_JSON_DEPTH are refused like a syntax
+    error. Every problem is a :class:`JsonProblem` (its offset locates it)."""
+    import json
+
+    deep = _too_deep(text)
+    if deep is not None:
+        raise JsonProblem(f"nested too deeply: more than {MAX_JSON_DEPTH} levels", deep)
+    try:
+        return json.loads(text, parse_int=_whole_number, parse_float=_finite_float,
+                          parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise JsonProblem(exc.msg, exc.pos, syntax=True) from None
+    except _Refused as exc:
+        raise JsonProblem(exc.message, _offset_of(text, exc.token)) from None
 
 
 def json_document(text: str, file: str) -> Any:
-    """Parse JSON text; NaN, Infinity, numbers that overflow and deep nesting are InputError."""
-    import json
-
+    """Parse the JSON text of the file ``file`` (:func:`parse_json`); every problem is an
+    InputError naming the file and line."""
     try:
-        return json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc.msg}", file, exc.lineno) from None
-    except RecursionError:
-        raise InputError("not valid JSON: nested too deeply", file) from None
-    except ValueError as exc:  # _finite_float, _no_constant, int() of > 4300 digits
-        raise InputError(f"not valid JSON: {str(exc).splitlines()[0]}", file) from None
+        return parse_json(text)
+    except JsonProblem as exc:
+        raise InputError(f"not valid JSON: {exc.message}", file,
+                         text.count("\n", 0, exc.offset) + 1) from None
 
 
 # --------------------------------------------------------------------------- numbers

@@ -37,6 +37,12 @@ MAX_EXPERTS = 1 << 16
 MAX_INPUT_BYTES = 8 * 1024 * 1024  # a profile, config.json, observation or serving config
 MAX_YAML_DEPTH = 100  # nesting of mappings / sequences
 MAX_YAML_NODES = 1_000_000  # nodes after alias expansion (an alias bomb is refused)
+MAX_JSON_DEPTH = MAX_YAML_DEPTH  # nesting of JSON objects / arrays (config.json is ~4 deep)
+# Digits of a whole number in JSON or YAML: longer ones are refused while parsing, shorter ones
+# reach the validators (which bound them: 2**63 has 19 digits). 640 is the lowest limit
+# CPython's int() may be set to (sys.int_info.str_digits_check_threshold; the default is 4300,
+# PYTHONINTMAXSTRDIGITS changes it), past which int() fails in its own words.
+MAX_DIGITS = 640
 MAX_LOG_BYTES = 2 * 1024 * 1024 * 1024  # `observe --log`: read as a stream, up to this
 MAX_LOG_LINE = 64 * 1024  # longer log lines are read in pieces (no SpecDecoding line is)
 
@@ -50,7 +56,8 @@ MAX_COUNT = float(2**53)
 # real fleet, and each group costs an analysis (about a millisecond)
 MAX_LABEL_CHARS = 4_096
 MAX_PROMETHEUS_GROUPS = 10_000
-MAX_WINDOW_SECONDS = 7 * 86_400.0  # --window, --interval
+MAX_WINDOW_SECONDS = 7 * 86_400.0  # --window, --interval, a fleet file's window
+MAX_TPOT_SECONDS = 1_000.0  # --tpot-slo, slo.tpot_ms (a target of a token per 17 minutes)
 MIN_WINDOW_SECONDS = 0.1
 MIN_INTERVAL_SECONDS = 0.05
 MAX_TIMEOUT_SECONDS = 3_600.0  # --timeout: one whole answer

@@ -12,13 +12,13 @@ skipped. A ``.json`` file may instead hold a list of such objects.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from spectune.errors import InputError
+from spectune.inputs import JsonProblem, json_document, parse_json
 from spectune.profiles import read_text
 from spectune.ragged import Rounds
 
@@ -50,10 +50,7 @@ def load_rounds(path: str) -> Rounds:
     text = read_text(path)
     items: list[tuple[int, Any]] = []
     if Path(path).suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON: {exc.msg}", path, exc.lineno) from None
+        data = json_document(text, path)
         if not isinstance(data, list):
             raise InputError("expected a JSON list of rounds", path, 1)
         items = [(1, x) for x in data]
@@ -61,9 +58,9 @@ def load_rounds(path: str) -> Rounds:
         for n, line in enumerate(text.splitlines(), start=1):
             if line.strip() and not line.lstrip().startswith("#"):
                 try:
-                    items.append((n, json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"not valid JSON: {exc.msg}", path, n) from None
+                    items.append((n, parse_json(line)))
+                except JsonProblem as exc:
+                    raise InputError(f"not valid JSON: {exc.message}", path, n) from None
     if not items:
         raise InputError("no rounds in the file", path)
     if len(items) > MAX_ROUNDS:

@@ -13,38 +13,28 @@ from collections.abc import Iterator
 
 from spectune.errors import InputError
 
-OPERATORS = {";", "&", "&&", "|", "||", "\n", "(", ")", ";;", "|&"}
 REDIRECTS = {"<", ">", ">>", "<<", "<>", ">&", "<&", "&>", ">|", "&>>"}
+
+
+#: What quoting hides from the shell, in the order a scan meets it: an escaped character, a
+#: single- or double-quoted string (closed, or open to the end of the text), a comment (``#``
+#: starting a word, to the end of its line).
+_QUOTING = re.compile(r"""\\[\s\S]?|(?P<q>'[^']*(?:'|\Z)|"[^"\\]*(?:\\[\s\S]?[^"\\]*)*(?:"|\Z))"""
+                      r"|(?P<c>(?:(?<=[ \t\n;&|(])|(?<![\s\S]))#[^\n]*)")
 
 
 def scan_shell(text: str) -> tuple[list[tuple[int, int]], int]:
     """One pass over shell quoting: the comment spans ``(start, end)`` -- ``#`` starting a
     word, outside quotes, up to the end of its line -- and the offset of the last quote
     opened (0 when none). A backslash escapes the next character outside quotes and inside
-    double quotes."""
+    double quotes. Linear (one regular-expression scan)."""
     comments: list[tuple[int, int]] = []
-    quote = None
     last_quote = 0
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if quote is None:
-            if c == "\\":
-                i += 2
-                continue
-            if c == "#" and (i == 0 or text[i - 1] in " \t\n;&|("):
-                nl = text.find("\n", i)
-                end = len(text) if nl < 0 else nl
-                comments.append((i, end))
-                i = end
-                continue
-            if c in "'\"":
-                quote, last_quote = c, i
-        elif c == quote:
-            quote = None
-        elif c == "\\" and quote == '"':
-            i += 1
-        i += 1
+    for m in _QUOTING.finditer(text):
+        if m.lastgroup == "q":
+            last_quote = m.start()
+        elif m.lastgroup == "c":
+            comments.append(m.span())
     return comments, last_quote
 
 
@@ -63,31 +53,76 @@ def strip_comments(text: str) -> str:
     return "".join(out)
 
 
+#: The tokens of ``shlex.shlex(posix=True, punctuation_chars=PUNCTUATION)`` with whitespace
+#: " \t\r" and no commenters, as one regular expression: a run of punctuation; a word of
+#: word characters, quoted parts and escaped characters; any other character alone.
+#: (shlex itself grows each token a character at a time, quadratic in a long word, and
+#: gives no offsets; this is linear and gives each token's start.)
+PUNCTUATION = ";&|()<>\n"
+_WORDCHARS = shlex.shlex("", posix=True, punctuation_chars=PUNCTUATION).wordchars
+_PART = (rf"[{re.escape(_WORDCHARS)}]+|'[^']*'|\"[^\"\\]*(?:\\[\s\S][^\"\\]*)*\"|\\[\s\S]")
+_TOKEN = re.compile(rf"[ \t\r]+|(?P<punct>[{re.escape(PUNCTUATION)}]+)|(?P<word>(?:{_PART})+)"
+                    rf"|(?P<open>['\"])|(?P<escape>\\)|(?P<other>[\s\S])")
+_PARTS = re.compile(_PART)
+_OPEN_DOUBLE = re.compile(r'"[^"\\]*(?:\\[\s\S][^"\\]*)*')
+_IN_DOUBLE_QUOTES = re.compile(r"\\([\s\S])")
+
+
+def _word(raw: str) -> str:
+    """The value of a word token: quotes removed, escapes resolved as POSIX shlex does
+    (inside double quotes a backslash escapes only ``"`` and ``\\``)."""
+    if not any(c in raw for c in "'\"\\"):
+        return raw
+    out = []
+    for part in _PARTS.findall(raw):
+        if part[0] == "'":
+            out.append(part[1:-1])
+        elif part[0] == '"':
+            out.append(_IN_DOUBLE_QUOTES.sub(lambda m: m[1] if m[1] in '"\\' else m[0], part[1:-1]))
+        elif part[0] == "\\":
+            out.append(part[1])
+        else:
+            out.append(part)
+    return "".join(out)
+
+
+def shell_tokens(text: str) -> Iterator[tuple[str, int, bool]]:
+    """(token, offset of its first character, whether it is a run of punctuation) of
+    ``text``, as :data:`_TOKEN` says; ValueError for a quote never closed or a backslash at
+    the end, as shlex raises."""
+    for m in _TOKEN.finditer(text):
+        kind = m.lastgroup
+        if kind is None:
+            continue  # whitespace
+        if kind == "open":  # unclosed: ends inside the string, or on a backslash within it
+            inside = _OPEN_DOUBLE.match(text, m.start()) if m[0] == '"' else None
+            raise ValueError("No escaped character" if inside and inside.end() < len(text)
+                             else "No closing quotation")
+        if kind == "escape":
+            raise ValueError("No escaped character")
+        yield (_word(m[0]) if kind == "word" else m[0]), m.start(), kind == "punct"
+
+
 def shell_commands(text: str, file: str) -> Iterator[tuple[list[str], int]]:
     """Simple commands of a shell text (words, line of the first word); line continuations
-    joined, quotes handled by :mod:`shlex`, comments dropped, operators split commands."""
+    joined, quotes handled as :mod:`shlex` does, comments dropped, operators split commands.
+    Linear in the text: lines are counted as the tokens go."""
     flat = text.replace("\\\r\n", "   ").replace("\\\n", "  ")  # same length: offsets = lines
-    lex = shlex.shlex(strip_comments(flat), posix=True, punctuation_chars=";&|()<>\n")
-    lex.whitespace = " \t\r"
-    lex.commenters = ""
-    lex.whitespace_split = False
     words: list[str] = []
     first_line = 1
     skip_next = False
+    line, counted = 1, 0  # the line of offset ``counted``
     try:
-        while True:
-            tok = lex.get_token()
-            if tok is None or tok == lex.eof:
-                break
-            stream = lex.instream
-            pos = stream.tell() if hasattr(stream, "tell") else 0
-            line = text.count("\n", 0, max(0, pos - 1)) + 1
-            if tok in OPERATORS:
+        for tok, start, punct in shell_tokens(strip_comments(flat)):
+            line += text.count("\n", counted, start)
+            counted = start
+            # a run of operators (";\n", "&&\n", a blank line "\n\n") ends a command too
+            if punct and tok not in REDIRECTS:
                 if words:
                     yield words, first_line
                 words = []
                 continue
-            if tok in REDIRECTS:
+            if punct:  # a redirection: its target is not a word of the command
                 if words and words[-1].isdigit():
                     words.pop()
                 skip_next = True
@@ -96,7 +131,7 @@ def shell_commands(text: str, file: str) -> Iterator[tuple[list[str], int]]:
                 skip_next = False
                 continue
             if not words:
-                first_line = line - tok.count("\n")
+                first_line = line
             words.append(tok)
     except ValueError as exc:
         raise InputError(f"cannot parse the shell text: {exc}", file, unclosed_quote_line(text)) from None

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment
+from spectune.limits import MAX_TPOT_SECONDS
 from spectune.memory import memory
 from spectune.speedup import speedup_grid
 
@@ -97,11 +98,13 @@ def goodput(dep: Deployment, tpot_slo: float) -> Goodput:
 
 
 def parse_duration(text: str) -> float:
-    """Seconds from '25ms', '0.025s', '25000us' or a bare number of milliseconds."""
+    """Seconds from '25ms', '0.025s', '25000us' or a bare number of milliseconds; ValueError
+    unless a duration > 0 and at most MAX_TPOT_SECONDS (the bound of a profile's
+    ``slo.tpot_ms``)."""
     t = text.strip().lower()
     units = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0}
     suffix = next((u for u in units if t.endswith(u)), "")
-    value = float(t[: len(t) - len(suffix)])
-    if not np.isfinite(value) or value <= 0:
+    seconds = float(t[: len(t) - len(suffix)]) * units.get(suffix, 1e-3)
+    if not 0 < seconds <= MAX_TPOT_SECONDS:  # NaN fails too
         raise ValueError(text)
-    return value * units.get(suffix, 1e-3)
+    return seconds

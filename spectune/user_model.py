@@ -6,6 +6,7 @@ dtypes: {...}}``), so FP8 weights or an FP8 KV cache need no pasted config.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -23,8 +24,8 @@ def config_file(ref: str | Path, error: Callable[[str], Exception] = InputError)
     """The config.json ``ref`` names: the file itself, or the one inside a model folder (a
     folder without one is named in ``error(message)``, an InputError by default)."""
     p = Path(ref)
-    if p.is_dir():
-        if not (p / CONFIG).is_file():
+    if os.path.isdir(p):  # os.path never raises, whatever the name (Path does on a long one)
+        if not os.path.isfile(p / CONFIG):
             raise error(f"{ref} is a directory without {CONFIG} (give a Hugging Face model "
                         f"folder, a {CONFIG} or a built-in model name)")
         return p / CONFIG
@@ -37,7 +38,7 @@ def is_path(ref: str, builtin: Callable[[str], bool], folder: Path | None = None
     ``folder``: the profile's) and, without a path separator, no built-in has that name."""
     if ref.endswith(".json"):
         return True
-    if not (Path(ref).exists() or (folder is not None and (folder / ref).exists())):
+    if not (os.path.exists(ref) or (folder is not None and os.path.exists(folder / ref))):
         return False
     return "/" in ref or "\\" in ref or not builtin(ref)
 
@@ -45,7 +46,7 @@ def is_path(ref: str, builtin: Callable[[str], bool], folder: Path | None = None
 def model_label(ref: str | Path) -> str:
     """A model's name from its path: the folder holding config.json, or for a Hugging Face
     cache snapshot (``models--ORG--NAME/snapshots/HASH``) the repository's NAME."""
-    cfg = config_file(ref) if Path(ref).is_dir() else Path(ref)
+    cfg = config_file(ref) if os.path.isdir(ref) else Path(ref)
     folder = cfg.parent if cfg.name.lower().endswith(".json") else cfg
     folder = folder.resolve()  # "." or "snap/" name the folder they point at
     if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):

@@ -1,21 +1,22 @@
 """What every engine module shares to read a serving configuration back: the
 :class:`Configured` record it fills in, and the option parsing every launcher's argument
 list needs (option/value pairs, whole numbers and draft lengths with file:line errors,
-JSON values, store_true flags).
+JSON values, store_true flags, the files a configuration refers to).
 """
 
 from __future__ import annotations
 
-import json
 import math
+import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from spectune.emit.plan import Range, lookup
 from spectune.errors import InputError
-from spectune.inputs import short
+from spectune.inputs import JsonProblem, input_file_problem, parse_json, read_input, short
 from spectune.limits import MAX_GAMMA
 
 GAMMA_LIMIT = MAX_GAMMA  # largest draft length evaluated (as `recommend --gamma-max` and profiles' gamma_max)
@@ -88,15 +89,15 @@ def split_options(args: list[str]) -> Iterator[tuple[str | None, str | None]]:
 
 
 def json_value(raw: str, what: str, file: str, line: int | None) -> Any:
-    """``raw`` parsed as JSON; InputError (exit 2) naming ``what``, file and line otherwise."""
+    """``raw`` parsed as JSON (:func:`spectune.inputs.parse_json`: bounded depth and
+    numbers); InputError (exit 2) naming ``what``, file and line otherwise."""
     try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{what} is not valid JSON ({exc.msg} at column {exc.colno}): {short(raw, 80)}",
+        return parse_json(raw)
+    except JsonProblem as exc:
+        col = exc.offset - raw.rfind("\n", 0, exc.offset)
+        kind = "valid JSON" if exc.syntax else "JSON spectune reads"
+        raise InputError(f"{what} is not {kind} ({exc.message} at column {col}): {short(raw, 80)}",
                          file, line) from None
-    except (RecursionError, ValueError):  # nested too deeply; an integer of > 4300 digits
-        raise InputError(f"{what} is not JSON spectune reads (nested too deeply or a number too long): "
-                         f"{short(raw, 80)}", file, line) from None
 
 
 FALSE = ("false", "0", "no", "off")
@@ -119,11 +120,11 @@ def whole_number(val: Any, what: str, file: str, line: int | None, lo: int | Non
             raise ValueError
         n = int(f)
     except (TypeError, ValueError, OverflowError):
-        raise InputError(f"{what} must be a whole number, got {val!r}", file, line) from None
+        raise InputError(f"{what} must be a whole number, got {short(val)}", file, line) from None
     if (lo is not None and n < lo) or (hi is not None and n > hi):
         bounds = (f"from {lo} to {hi}" if lo is not None and hi is not None
                   else f">= {lo}" if lo is not None else f"<= {hi}")
-        raise InputError(f"{what} must be {bounds}, got {val!r}" + (f" ({why})" if why else ""),
+        raise InputError(f"{what} must be {bounds}, got {short(val)}" + (f" ({why})" if why else ""),
                          file, line)
     return n
 
@@ -132,3 +133,26 @@ def draft_length(val: Any, what: str, file: str, line: int | None, lo: int = 0) 
     """A draft length: a whole number in ``lo..GAMMA_LIMIT`` (the range of --gamma-max)."""
     return whole_number(val, what, file, line, lo, GAMMA_LIMIT,
                         f"spectune evaluates draft lengths up to {GAMMA_LIMIT}, like --gamma-max")
+
+
+# --------------------------------------------------------------------------- referenced files
+def referenced_text(value: str, folder: Path, option: str, file: str,
+                    line: int | None) -> tuple[Path, str | None]:
+    """(the path looked at, its text) for ``option value`` given on ``line`` of ``file``: a
+    file the configuration refers to (vLLM's ``--config FILE``, SGLang's
+    ``--speculative-adaptive-config FILE``), a relative path taken from the configuration's
+    ``folder``.
+
+    One rule for both. A file that is not there gives None: the caller says so in a warning
+    and checks the rest (the file may exist only inside the container, e.g. a mounted
+    ConfigMap). A file that is there but cannot be read -- a device such as ``/dev/zero``, a
+    directory, more than MAX_INPUT_BYTES, not UTF-8, no permission -- is an InputError (exit
+    2) naming it: a verdict on settings that could not be read would be a verdict on
+    something else."""
+    p = Path(value) if Path(value).is_absolute() else folder / value
+    problem = input_file_problem(str(p))
+    if problem is None:
+        return p, read_input(str(p))
+    if not os.path.lexists(p):  # missing, or a name too long to be a file: never an OSError here
+        return p, None
+    raise InputError(f"{option} {value}: {problem}", file, line)

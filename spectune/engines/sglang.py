@@ -75,10 +75,17 @@ from spectune.emit.plan import (
     off_reason,
     smoothing_note,
 )
-from spectune.engines.options import GAMMA_LIMIT, Configured, draft_length, split_options, whole_number
+from spectune.engines.options import (
+    GAMMA_LIMIT,
+    Configured,
+    draft_length,
+    referenced_text,
+    split_options,
+    whole_number,
+)
 from spectune.errors import InputError
-from spectune.inputs import input_file_problem, json_document, read_input
-from spectune.limits import MAX_GAMMA, MAX_GPUS
+from spectune.inputs import json_document, short
+from spectune.limits import MAX_BATCH, MAX_GAMMA, MAX_GPUS
 from spectune.observe.exposition import Exposition, Series
 from spectune.observe.faults import (
     BadBodyFault,
@@ -328,7 +335,7 @@ def read_args(conf: Configured, args: list[str], folder: Path) -> None:
     conf.sglang.update(num_steps=s, eagle_topk=t, num_draft_tokens=n)
     candidates: dict[int, list[int]] | None = None
     if adaptive:
-        candidates, note = _adaptive(cfg_path, folder, file)
+        candidates, note = _adaptive(cfg_path, folder, file, line)
         if note:
             conf.warnings.append(note)
         why = None
@@ -393,27 +400,30 @@ def read_args(conf: Configured, args: list[str], folder: Path) -> None:
     conf.sglang["num_steps"] = s
 
 
-def _adaptive(path: str | None, folder: Path,
-                     file: str) -> tuple[dict[int, list[int]] | None, str | None]:
+def _adaptive(path: str | None, folder: Path, file: str,
+              line: int | None = None) -> tuple[dict[int, list[int]] | None, str | None]:
     if path is None:
         return {int(k): v for k, v in BUILTIN_ADAPTIVE_CANDIDATES.items()}, (
             "--speculative-adaptive without a config: SGLang's built-in candidates are evaluated")
-    p = Path(path) if Path(path).is_absolute() else folder / path
-    if input_file_problem(str(p)) is not None:
-        return None, (f"cannot read the adaptive config {path} (looked at {p}); the static "
+    p, text = referenced_text(path, folder, "--speculative-adaptive-config", file, line)
+    if text is None:
+        return None, (f"no adaptive config {path} here (looked at {p}); the static "
                       "--speculative-num-steps is evaluated")
-    data = json_document(read_input(str(p)), str(p))
+    data = json_document(text, str(p))
     if not isinstance(data, dict):
         raise InputError("the adaptive config must be a JSON object", str(p), 1)
     out: dict[int, list[int]] = {}
     for key, entry in data.items():
-        if not str(key).isdigit():
+        if not (key.isascii() and key.isdigit()):  # int() also reads other scripts' digits
             continue
+        at = text.count("\n", 0, max(text.find(json.dumps(key)), 0)) + 1  # the key's line
+        if len(key) > len(str(MAX_BATCH)) or int(key) > MAX_BATCH:
+            raise InputError(f"BS {short(key)}: expected a batch size from 0 to {MAX_BATCH:,}", str(p), at)
         steps = entry.get("candidate_steps") if isinstance(entry, dict) else None
         if not isinstance(steps, list) or not steps or not all(
                 isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= GAMMA_LIMIT for s in steps):
             raise InputError(f"BS {key}: candidate_steps must be a non-empty list of whole numbers "
-                             f"from 0 to {GAMMA_LIMIT}, got {steps!r}", str(p))
+                             f"from 0 to {GAMMA_LIMIT}, got {short(steps)}", str(p), at)
         out[int(key)] = steps
     if not out:
         raise InputError("the adaptive config has no integer batch-size key", str(p))

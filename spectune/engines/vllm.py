@@ -98,11 +98,12 @@ from spectune.engines.options import (
     draft_length,
     flag_on,
     json_value,
+    referenced_text,
     split_options,
     whole_number,
 )
 from spectune.errors import InputError
-from spectune.inputs import input_file_problem, read_input, yaml_documents
+from spectune.inputs import JsonProblem, parse_json, short, yaml_documents
 from spectune.limits import MAX_GPUS, MAX_POSITIONS
 from spectune.manifests import child, line_of
 from spectune.observe.counts import check_segment
@@ -383,13 +384,12 @@ def read_args(conf: Configured, args: list[str], folder: Path) -> None:
             conf.served_model = conf.served_model or val
             val = None
         if opt == "--config" and val is not None:
-            cfg_path = Path(val) if Path(val).is_absolute() else folder / val
-            if input_file_problem(str(cfg_path)) is None:
-                docs = yaml_documents(read_input(str(cfg_path)), str(cfg_path))
-            else:
-                conf.warnings.append(f"cannot read the --config file {val} (looked at {cfg_path}); "
+            cfg_path, text = referenced_text(val, folder, "--config", conf.file, conf.line)
+            if text is None:
+                conf.warnings.append(f"no --config file {val} here (looked at {cfg_path}); "
                                      "checked the command line alone")
                 continue
+            docs = yaml_documents(text, str(cfg_path))
             if docs and isinstance(docs[0][0], dict):
                 file_opts = _file_options(docs[0][0], str(cfg_path), docs[0][1])
             continue
@@ -420,8 +420,8 @@ def _apply(conf: Configured, file_opts: list[Option],
         elif opt.startswith("--speculative-config."):
             key = opt.split(".", 1)[1]
             try:
-                dotted[key] = json.loads(str(val)) if isinstance(val, str) else val
-            except (json.JSONDecodeError, RecursionError, ValueError):
+                dotted[key] = parse_json(str(val)) if isinstance(val, str) else val
+            except JsonProblem:
                 dotted[key] = val
             spec_line = line
         elif opt in ("--spec-method", "--spec-model", "--spec-tokens"):
@@ -440,7 +440,7 @@ def _apply(conf: Configured, file_opts: list[Option],
     if dotted:
         spec = dotted
     if spec is not None and not isinstance(spec, dict):
-        raise InputError(f"--speculative-config must be a JSON object, got {spec!r}", file, spec_line)
+        raise InputError(f"--speculative-config must be a JSON object, got {short(spec)}", file, spec_line)
     if aliases or legacy:
         spec = dict(spec or {})
         for key, val in {**legacy, **aliases}.items():
@@ -482,7 +482,7 @@ def _apply(conf: Configured, file_opts: list[Option],
                          "the draft length vLLM will use (it defaults to the draft checkpoint's "
                          "n_predict): set it explicitly", file, spec_line)
     if whole_number(k, "num_speculative_tokens", file, spec_line) <= 0:
-        raise InputError(f"num_speculative_tokens must be > 0 (vLLM refuses {k!r})", file, spec_line)
+        raise InputError(f"num_speculative_tokens must be > 0 (vLLM refuses {short(k)})", file, spec_line)
     conf.gamma = draft_length(k, "num_speculative_tokens", file, spec_line, lo=1)
     lookup_n = tuple(None if spec.get(key) is None else whole_number(spec[key], key, file, spec_line, lo=1)
                      for key in ("prompt_lookup_min", "prompt_lookup_max"))
@@ -509,12 +509,12 @@ def _schedule(sched: Any, file: str, line: int | None) -> list[Range]:
     out: list[Range] = []
     for entry in sched:
         if not isinstance(entry, (list, tuple)) or len(entry) != 3:
-            raise InputError(f"schedule entry {entry!r} is not [range_start, range_end, K]", file, line)
+            raise InputError(f"schedule entry {short(entry)} is not [range_start, range_end, K]", file, line)
         lo, hi, k = (whole_number(x, "schedule entry", file, line) for x in entry)
         if lo <= 0 or hi <= 0 or lo > hi or k < 0:
-            raise InputError(f"schedule entry {entry!r}: ranges must be positive with start <= end "
+            raise InputError(f"schedule entry {short(entry)}: ranges must be positive with start <= end "
                              "and K >= 0", file, line)
-        draft_length(k, f"num_speculative_tokens_per_batch_size entry {list(entry)!r}: K", file, line)
+        draft_length(k, f"num_speculative_tokens_per_batch_size entry {short(list(entry))}: K", file, line)
         out.append((lo, hi, k))
     out.sort()
     prev = 0

@@ -19,10 +19,16 @@ from spectune.limits import (
     MAX_WINDOW_SECONDS,
     MIN_INTERVAL_SECONDS,
     MIN_TIMEOUT_SECONDS,
-    MIN_WINDOW_SECONDS,
 )
 from spectune.observe.faults import EXIT_CODES
 from spectune.params import FiniteFloatRange
+
+
+def window_seconds(text: str) -> float:
+    """Seconds of a window (``--window``): :func:`spectune.observe.prometheus.window_seconds`."""
+    from spectune.observe.prometheus import window_seconds as seconds
+
+    return seconds(text)
 
 
 class Duration(click.ParamType):
@@ -34,15 +40,11 @@ class Duration(click.ParamType):
         if isinstance(value, (int, float)):
             return float(value)
         from spectune.observe.faults import ObserveUsageError
-        from spectune.observe.prometheus import parse_duration
 
         try:
-            seconds = parse_duration(value)
+            return window_seconds(value)
         except ObserveUsageError as err:
             self.fail(err.message, param, ctx)
-        if not MIN_WINDOW_SECONDS <= seconds <= MAX_WINDOW_SECONDS:
-            self.fail(f"{value!r}: between {MIN_WINDOW_SECONDS:g} s and {MAX_WINDOW_SECONDS:g} s", param, ctx)
-        return seconds
 
 
 DURATION = Duration()
@@ -190,14 +192,13 @@ def _speculative_config(text: str | None) -> dict[str, Any] | None:
     """``--speculative-config`` JSON as a mapping (exit 2 on anything else)."""
     if text is None:
         return None
-    import json
-
+    from spectune.inputs import JsonProblem, parse_json
     from spectune.observe.faults import ObserveUsageError
 
     try:
-        cfg = json.loads(text)
-    except ValueError as err:
-        raise ObserveUsageError(f"--speculative-config: not JSON ({err})") from None
+        cfg = parse_json(text)
+    except JsonProblem as err:
+        raise ObserveUsageError(f"--speculative-config: not JSON spectune reads ({err.message})") from None
     if not isinstance(cfg, dict):
         raise ObserveUsageError("--speculative-config: expected a JSON object, e.g. "
                                 '\'{"method": "ngram", "num_speculative_tokens": 3}\'')

@@ -42,7 +42,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from spectune.docspec import Field, Kind, List, Map, Nullable, Number, Obj, Reader, Text
 from spectune.engines import ENGINES
-from spectune.limits import MAX_PROMETHEUS_GROUPS
+from spectune.inputs import short
+from spectune.limits import MAX_PROMETHEUS_GROUPS, MAX_WINDOW_SECONDS, MIN_WINDOW_SECONDS
 from spectune.observe.counts import INCREASE_SLACK
 from spectune.observe.exposition import Exposition, LabelSet, Series
 from spectune.observe.faults import (
@@ -73,6 +74,17 @@ _UNIT = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800
 
 
 # --------------------------------------------------------------------------- inputs
+def window_seconds(text: str) -> float:
+    """Seconds of a window (``--window``, a fleet file's ``window``) from ``90``, ``20s``,
+    ``5m``, ``1h``, within [MIN_WINDOW_SECONDS, MAX_WINDOW_SECONDS]; ObserveUsageError
+    (exit 2) otherwise."""
+    seconds = parse_duration(text)
+    if not MIN_WINDOW_SECONDS <= seconds <= MAX_WINDOW_SECONDS:
+        raise ObserveUsageError(f"{short(text)}: between {MIN_WINDOW_SECONDS:g} s and "
+                                f"{MAX_WINDOW_SECONDS:g} s")
+    return seconds
+
+
 def parse_duration(text: str) -> float:
     """Seconds from ``90``, ``20s``, ``5m``, ``1h30m``, ``500ms`` (Prometheus' units up to w)."""
     raw = str(text).strip()

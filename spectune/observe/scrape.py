@@ -25,11 +25,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from spectune.inputs import input_file_problem
+from spectune.inputs import input_file_problem, parse_json
 from spectune.limits import DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, MAX_METRICS_BYTES, MAX_PROBE_BYTES
 from spectune.observe.exposition import Exposition, parse_exposition
 from spectune.observe.faults import (
@@ -153,7 +152,7 @@ class ScrapeOptions:
             raise ObserveUsageError("--retries must be 0 or more")
         if self.ca_bundle and self.insecure:
             raise ObserveUsageError("--ca-bundle and --insecure exclude each other")
-        if self.ca_bundle and not Path(self.ca_bundle).exists():
+        if self.ca_bundle and not os.path.exists(self.ca_bundle):  # never raises, unlike Path
             raise ObserveUsageError(f"--ca-bundle {self.ca_bundle} does not exist")
         if self.ca_bundle and input_file_problem(self.ca_bundle, stdin_ok=False):
             raise ObserveUsageError(f"--ca-bundle: {input_file_problem(self.ca_bundle, stdin_ok=False)}")
@@ -395,8 +394,6 @@ class Scraper:
         """Best-effort GET of another path on the same server (``/version``): at most
         :data:`~spectune.limits.MAX_PROBE_BYTES` within min(--timeout, 3 s), whole request
         included; None on any failure."""
-        import json
-
         import requests
 
         parts = urlsplit(self.options.url)
@@ -413,9 +410,9 @@ class Scraper:
 
         try:
             body = self._guarded(work, seconds)
-            return json.loads(body) if body is not None else None
-        except (_Deadline, requests.exceptions.RequestException, ObserveError, ValueError, RecursionError):
-            return None  # a refused redirect too
+            return parse_json(body.decode("utf-8")) if body is not None else None
+        except (_Deadline, requests.exceptions.RequestException, ObserveError, ValueError):
+            return None  # a refused redirect too; JsonProblem and bad UTF-8 are ValueErrors
 
 
 class _Deadline(Exception):
