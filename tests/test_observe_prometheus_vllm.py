@@ -101,7 +101,13 @@ def test_prometheus_scraping_real_vllm(vllm_server: Server, tmp_path: Path) -> N
         d_exact = exact[(NAMES[0], None)]
         assert d_exact > 50, f"too little speculative traffic ({d_exact} drafts)"
         marg_exact = [exact[(PER_POS, str(i))] / d_exact for i in range(3)]
-        assert spec["per_position"]["marginal"] == pytest.approx(marg_exact, abs=1e-3)
+        # spectune equals Prometheus exactly (the independent increase() above, rel 1e-6); against
+        # the server's own counter deltas the ratios differ by increase()'s extrapolation to the
+        # window's edges, which Prometheus stops where a counter would fall below zero, series by
+        # series (promql/functions.go extrapolatedRate): counters of different size are stretched
+        # differently, by up to about one scrape interval's increments over the window (1 s of
+        # 24 s). Seen in CI: 0.0011 at position 0 on 2026-11-25, 0.002 at position 3 before.
+        assert spec["per_position"]["marginal"] == pytest.approx(marg_exact, abs=3e-3)
         tau_exact = 1 + exact[(NAMES[2], None)] / d_exact
         assert spec["mean_acceptance_length"] == pytest.approx(tau_exact, abs=1e-3)
         running = g["operating_point"]["running"]["distribution"]
