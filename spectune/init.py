@@ -17,6 +17,10 @@ from typing import Any
 
 from spectune.errors import InputError
 from spectune.inputs import is_file, parse_json
+from spectune.limits import MAX_PROBE_BYTES
+
+#: /v1/models of a server that serves many models (LoRA adapters) stays far below this.
+MAX_MODELS_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -65,10 +69,18 @@ def server_info(url: str, timeout: float = 10.0) -> ServerInfo:
         base = base.removesuffix(suffix)
     if "://" not in base:
         base = "http://" + base
+    def get_json(path: str, cap: int) -> Any:
+        """The JSON of ``base + path`` read up to ``cap`` bytes (a larger answer is no answer:
+        a server's body is bounded here as on every other input path)."""
+        with requests.get(base + path, timeout=timeout, stream=True) as r:
+            r.raise_for_status()
+            body = r.raw.read(cap + 1, decode_content=True)
+        if len(body) > cap:
+            raise ValueError(f"answer larger than {cap:,} bytes")
+        return parse_json(body.decode("utf-8"))
+
     try:
-        r = requests.get(base + "/v1/models", timeout=timeout)
-        r.raise_for_status()
-        models = parse_json(r.text).get("data") or []
+        models = get_json("/v1/models", MAX_MODELS_BYTES).get("data") or []
     except (requests.RequestException, ValueError, AttributeError) as err:  # ValueError: JsonProblem
         raise InputError(f"--from-server {url}: cannot list models at {base}/v1/models "
                          f"({type(err).__name__})") from None
@@ -80,8 +92,7 @@ def server_info(url: str, timeout: float = 10.0) -> ServerInfo:
     for eng, module in ENGINES.items():
         path = module.VERSION_PATH
         try:
-            v = requests.get(base + path, timeout=timeout)
-            answer = parse_json(v.text) if v.status_code == 200 else None
+            answer = get_json(path, MAX_PROBE_BYTES)
             if isinstance(answer, dict) and isinstance(answer.get("version"), str):
                 engine, version = eng, answer["version"][:40]
                 break

@@ -282,6 +282,25 @@ def test_init_from_flags_and_from_a_server(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "unknown model" in bad.stderr
 
 
+def test_init_from_a_server_bounds_what_it_reads(tmp_path: Path) -> None:
+    """A server answering /v1/models with more than a MiB is refused in one line (exit 2),
+    as every other body spectune reads is bounded; a /version too large is no version."""
+    huge = json.dumps({"data": [{"id": "m" * 100, "pad": "x" * (2 << 20)}]})
+    with MetricsServer(lambda n: Reply(404), paths={"/v1/models": Reply(200, huge, "application/json")}) \
+            as srv:
+        res = CliRunner().invoke(cli, ["init", "--gpu", "cpu", "--from-server", srv.url])
+    assert res.exit_code == 2, res.output
+    assert "cannot list models" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    shutil.copy(DATA / "Llama-3.1-8B.json", tmp_path / "config.json")
+    models = json.dumps({"data": [{"id": "my-llama", "root": str(tmp_path)}]})
+    paths = {"/v1/models": Reply(200, models, "application/json"),
+             "/version": Reply(200, json.dumps({"version": "9" * (128 << 10)}), "application/json")}
+    with MetricsServer(lambda n: Reply(404), paths=paths) as srv:
+        res = CliRunner().invoke(cli, ["init", "--gpu", "cpu", "--from-server", srv.url])
+    assert res.exit_code == 0, res.output
+    assert "999999" not in res.stdout  # the oversized version was not read
+
+
 def test_observed_ngram_drafts_are_priced_at_their_share(tmp_path: Path) -> None:
     """recommend --observed with an n-gram profile verifies 1 + f * gamma tokens, f = 96/128
     in the real scrape, and says so."""
