@@ -44,8 +44,8 @@ class FleetFile:
 
 def load_fleet_file(path: str) -> FleetFile:
     """Read and validate FLEET.yaml; InputError names file, line and key."""
+    from spectune.observe.durations import window_seconds
     from spectune.observe.faults import ObserveUsageError
-    from spectune.observe.prometheus import window_seconds
     from spectune.profiles import parse_yaml, read_text
 
     doc = parse_yaml(read_text(path), path)

@@ -18,11 +18,11 @@ from click.testing import CliRunner
 from observe_support import closed_port
 
 from spectune.cli import cli
+from spectune.observe.durations import parse_duration
 from spectune.observe.faults import ObserveUsageError
 from spectune.observe.prometheus import (
     api_base,
     group_labels,
-    parse_duration,
     parse_time,
     selector_matchers,
 )

@@ -25,8 +25,8 @@ from spectune.params import FiniteFloatRange
 
 
 def window_seconds(text: str) -> float:
-    """Seconds of a window (``--window``): :func:`spectune.observe.prometheus.window_seconds`."""
-    from spectune.observe.prometheus import window_seconds as seconds
+    """Seconds of a window (``--window``): :func:`spectune.observe.durations.window_seconds`."""
+    from spectune.observe.durations import window_seconds as seconds
 
     return seconds(text)
 
