@@ -32,10 +32,13 @@ class Acceptance:
 
     Past position K the last rate is held constant (``rates[-1]`` for every deeper
     position): the most conservative extrapolation that does not invent a trend.
+    ``drafts``: how many drafts a measured acceptance was counted over (None when stated or
+    assumed); it sets the acceptance's sampling error (:func:`rate_stderrs`).
     """
 
     rates: tuple[float, ...]
     source: str = "stated"
+    drafts: float | None = None
 
     def __post_init__(self) -> None:
         if not self.rates:
@@ -103,6 +106,22 @@ class Acceptance:
         gmax = int(g.max()) if g.size else 0
         table = np.concatenate(([1.0], 1.0 + np.cumsum(self.marginal(gmax)))) if gmax else np.ones(1)
         return table[g]
+
+    def rate_stderrs(self, depth: int, design_effect: float) -> NDArray[np.float64] | None:
+        """Standard error of a_1..a_depth as measured over ``drafts`` drafts, None when not
+        measured: a_d was tried n_d = drafts * P(tokens 1..d-1 accepted) times, so
+
+            se(a_d) = sqrt(design_effect * a_d (1 - a_d) / n_d),
+
+        a binomial error widened by ``design_effect`` (drafts of one request are not
+        independent draws). Positions past those measured hold the last one's error."""
+        if not self.drafts or self.drafts <= 0:
+            return None
+        n = len(self.rates)
+        a = np.asarray(self.rates, dtype=float)
+        tried = self.drafts * np.concatenate(([1.0], np.cumprod(a)[:-1]))
+        se = np.sqrt(design_effect * a * (1.0 - a) / np.maximum(tried, 1.0))
+        return se[:depth] if depth <= n else np.concatenate((se, np.full(depth - n, se[-1])))
 
     def extrapolation_note(self, gamma_max: int) -> str | None:
         """Says how rates past the positions given were made up, when they were."""

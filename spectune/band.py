@@ -7,10 +7,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from spectune.acceptance import Acceptance
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment, Workload
 from spectune.speedup import SpeedupGrid, speedup_grid
-from spectune.uncertainty import CALIBRATED_Z, speedup_band
+from spectune.uncertainty import ACCEPTANCE_DESIGN_EFFECT, CALIBRATED_Z, speedup_band
 
 #: Achieved fractions stay inside (0, 1] when a standard error is added or taken away.
 _MIN_FRACTION = 1e-6
@@ -24,6 +25,27 @@ def _shifted(dep: Deployment, name: str, delta: float) -> Deployment:
     v = get_constants(dep)[name] + delta
     v = min(max(v, _MIN_FRACTION), 1.0) if name.endswith("_fraction") else max(v, 0.0)
     return replace(with_constants(dep, {name: v}), spread=None)
+
+
+def _acceptance_variance(dep: Deployment, grid: SpeedupGrid) -> Array | float:
+    """((ln Sp(a + se) - ln Sp(a - se)) / 2)², every rate moved by its sampling error
+    together; 0 when the acceptance was not measured over counted drafts."""
+    acc = dep.acceptance
+    gmax = int(grid.gamma.max())
+    se = acc.rate_stderrs(max(gmax, len(acc.rates)), ACCEPTANCE_DESIGN_EFFECT)
+    if se is None or gmax == 0:
+        return 0.0
+    rates = acc.conditional(len(se))
+
+    def moved(sign: float) -> Array:
+        a = Acceptance(tuple(float(x) for x in np.clip(rates + sign * se, 0.0, 1.0)), acc.source)
+        shifted = replace(dep, acceptance=a, spread=None)
+        return speedup_grid(shifted, grid.batch, grid.context, gmax).speedup
+
+    up, dn = moved(1.0), moved(-1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.where((up > 0) & (dn > 0), 0.5 * (np.log(up) - np.log(dn)), 0.0)
+    return d ** 2
 
 
 def speedup_bands(dep: Deployment, grid: SpeedupGrid) -> tuple[Array, Array]:
@@ -40,6 +62,7 @@ def speedup_bands(dep: Deployment, grid: SpeedupGrid) -> tuple[Array, Array]:
             up = speedup_grid(_shifted(dep, name, se), grid.batch, grid.context, gmax).speedup
             dn = speedup_grid(_shifted(dep, name, -se), grid.batch, grid.context, gmax).speedup
             var = var + (0.5 * (np.log(up) - np.log(dn))) ** 2
+        var = var + 2.0 * _acceptance_variance(dep, grid)
         width = np.exp(CALIBRATED_Z * np.sqrt(var))
         lo, hi = sp / width, sp * width
     plain = grid.gamma[None, None, :] == 0

@@ -59,7 +59,9 @@ def band_doc(dep: Deployment) -> dict[str, Any]:
     s = dep.spread
     return {"kind": "calibrated", "coverage": CALIBRATED_COVERAGE,
             "source": f"prediction band of the calibration: {len(s.stderrs)} fitted constants' standard "
-                      f"errors and the {s.windows} windows' spread about the fit ({s.step_sd:.1%})"}
+                      f"errors and the {s.windows} windows' spread about the fit ({s.step_sd:.1%})"
+                      + (f"; the measured acceptance's sampling error ({dep.acceptance.drafts:.0f} drafts)"
+                         if dep.acceptance.drafts else "")}
 
 
 RECOMMENDATION = Kind("Recommendation", "spectune recommend",

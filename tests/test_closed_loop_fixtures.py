@@ -124,3 +124,34 @@ def test_a_disturbed_window_is_left_out_and_said() -> None:
     clean = calibrate(HERE / "profile.yaml", base)
     assert "left out" not in " ".join(clean["notes"])
     assert {w["name"] for w in clean["windows"]} == set(names)
+
+
+def test_a_measured_acceptance_carries_its_drafts_and_their_sampling_error() -> None:
+    acc = obs(1, 1).to_acceptance()
+    assert acc.drafts == obs(1, 1).speculation.drafts
+    a = acc.rates[0]
+    se = acc.rate_stderrs(3, 2.0)
+    assert se is not None
+    assert se[0] == pytest.approx(np.sqrt(2.0 * a * (1 - a) / acc.drafts))  # type: ignore[operator]
+    assert se[1] == se[2] == se[0]  # positions past K = 1 hold the last error
+    # deeper positions were tried only by drafts whose earlier tokens were accepted
+    three = obs(3, 16).to_acceptance()
+    se3 = three.rate_stderrs(3, 1.0)
+    assert se3 is not None
+    tried = three.drafts * np.array([1.0, three.rates[0], three.rates[0] * three.rates[1]])  # type: ignore[operator]
+    r = np.array(three.rates)
+    assert se3 == pytest.approx(np.sqrt(r * (1 - r) / tried))
+    assert Acceptance((0.6,)).rate_stderrs(3, 2.0) is None  # stated: no sampling error
+
+
+def test_the_calibrated_band_widens_with_acceptance_measured_over_few_drafts(calibration: dict) -> None:
+    cal = calibration_from_dict(calibration, "calibration")
+    dep = apply_calibration(load_deployment(str(HERE / "profile.yaml")), cal)
+    one = obs(1, 1).to_acceptance()
+    widths = []
+    for drafts in (None, 50_000.0, 500.0, 50.0):
+        d = replace(dep, acceptance=Acceptance(one.rates, one.source, drafts), workload=Workload((1,), (64,)))
+        lo, hi = point_band(d, 1, 64, 3)
+        widths.append(hi / lo)
+    assert widths[1] == pytest.approx(widths[0], rel=0.01)  # many drafts: the fit's band alone
+    assert widths[0] < widths[2] < widths[3]

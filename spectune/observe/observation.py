@@ -282,7 +282,9 @@ class Observation:
             raise ObserveUsageError(
                 f"the observation of {self.source.where} is a plain-decode window (speculation "
                 "off): it has no acceptance; use it with `spectune calibrate`")
-        return Acceptance(tuple(self.acceptance.conditional), self.acceptance.source)
+        drafts = self.speculation.drafts if self.speculation is not None else None
+        return Acceptance(tuple(self.acceptance.conditional), self.acceptance.source,
+                          float(drafts) if drafts else None)
 
 
 # --------------------------------------------------------------------------- helpers
