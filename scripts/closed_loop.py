@@ -2,15 +2,17 @@
 
     python scripts/closed_loop.py --vllm-python /path/to/vllm-venv/bin/python [--rounds 3]
 
-For each round, the configurations (speculation off, n-gram K = 1, and every K to predict)
+For each round, the configurations (speculation off, n-gram K = 1, the K's calibrated on
+(``--calibrate-on``, default 1) and every K to predict)
 are served one after another (order reversed every other round, so slow drift on a
 shared machine does not favour one), and each is loaded by closed-loop clients at every
 concurrency; `spectune observe` records each window. Then:
 
 1. ``spectune init --gpu cpu --model MODEL_DIR`` writes the profile;
-2. ``spectune calibrate`` fits it on the speculation-off and K = 1 windows only;
+2. ``spectune calibrate`` fits it on the speculation-off and ``--calibrate-on`` windows only;
 3. spectune predicts throughput and speedup of each K at each concurrency (at the observed
-   batch and context of the plain window, with the acceptance and draft share seen at K = 1);
+   batch and context of the plain window, with the acceptance and drafting seen at the
+   deepest K calibrated on);
 4. the K windows measure them. Medians over rounds; the table and a JSON report are printed
    (``--json FILE``). gamma* is compared over the measured settings {0, 1, K...}: the
    smallest within 3 % of the best, and "right" when the setting predicted delivers the
@@ -263,7 +265,7 @@ def spectune(*args: str) -> str:
     return res.stdout
 
 
-def predict(profile: Path, calib: Path, obs_k1: Any, obs_off: Any, k: int) -> dict[str, float]:
+def predict(profile: Path, calib: Path, obs_spec: Any, obs_off: Any, k: int) -> dict[str, float]:
     """Predicted speedup and throughput of K at the plain window's batch and context."""
     from spectune.band import point_band
     from spectune.calibration import apply_calibration, load_calibration
@@ -272,7 +274,7 @@ def predict(profile: Path, calib: Path, obs_k1: Any, obs_off: Any, k: int) -> di
     from spectune.speedup import point_speedup
 
     dep = apply_calibration(load_deployment(str(profile)), load_calibration(calib))
-    dep = replace(dep, acceptance=obs_k1.to_acceptance())
+    dep = replace(dep, acceptance=obs_spec.to_acceptance())
     batch = max(1, round(obs_off.steps.sequences_per_step))
     ctx = max(1, round(obs_off.steps.decode_context_tokens))
     dep = replace(dep, workload=Workload((batch,), (ctx,)))
@@ -295,9 +297,9 @@ def best_setting(values: dict[int, float]) -> int:
     return min(k for k, v in values.items() if v >= top / (1 + TIE))
 
 
-def gamma_star(profile: Path, calib: Path, obs_k1: Any, obs_off: Any, choices: list[int]) -> int:
+def gamma_star(profile: Path, calib: Path, obs_spec: Any, obs_off: Any, choices: list[int]) -> int:
     """The best of ``choices`` by predicted speedup (0 = off)."""
-    return best_setting({k: (1.0 if k == 0 else predict(profile, calib, obs_k1, obs_off, k)["speedup"])
+    return best_setting({k: (1.0 if k == 0 else predict(profile, calib, obs_spec, obs_off, k)["speedup"])
                          for k in choices})
 
 
@@ -310,6 +312,9 @@ def main() -> None:
     # max_num_seqs is raised to 256 to match)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64, 256])
     ap.add_argument("--predict", type=int, nargs="+", default=[3])
+    ap.add_argument("--calibrate-on", type=int, nargs="+", default=[1],
+                    help="speculative K's whose windows the fit reads (the deepest gives the acceptance "
+                         "and drafting the predictions use; K >= 2 shows how often n-gram drafts run short)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--window", type=float, default=12.0,
                     help="minimum window, seconds (at least 1.5 request latencies are observed)")
@@ -330,7 +335,8 @@ def main() -> None:
 
     from spectune.observe.observation import load_observation
 
-    configs = [0, 1, *a.predict]
+    configs = sorted({0, 1, *a.calibrate_on, *a.predict})
+    base = max(a.calibrate_on)  # the window whose acceptance and drafting the predictions use
     obs: dict[tuple[int, int, int], Path] = {}  # (round, K, c) -> file
     disturbed: dict[str, float] = {}  # observation file -> cores other work kept busy
     for r in range(a.rounds):
@@ -350,7 +356,8 @@ def main() -> None:
     if not (a.analyse_only and profile.is_file() and not (model / "config.json").is_file()):
         profile.write_text(spectune("init", "--gpu", "cpu", "--model", str(model), "--name", "closed-loop"))
     # a window measured while other work held the machine is said, and not fitted
-    calib_files = [str(f) for (_, k, _), f in sorted(obs.items()) if k in (0, 1) and f.name not in disturbed]
+    fitted = (0, *a.calibrate_on)
+    calib_files = [str(f) for (_, k, _), f in sorted(obs.items()) if k in fitted and f.name not in disturbed]
     calib = a.work / "calib.yaml"
     calib.write_text(spectune("calibrate", *calib_files, "--profile", str(profile), "-o", "yaml"))
     print(spectune("calibrate", *calib_files, "--profile", str(profile)), file=sys.stderr)
@@ -360,11 +367,11 @@ def main() -> None:
     rows = []
     for c in a.concurrency:
         measured = {k: statistics.median(throughput(loaded[(r, k, c)]) for r in rounds) for k in configs}
-        g_pred = statistics.median_low(gamma_star(profile, calib, loaded[(r, 1, c)], loaded[(r, 0, c)],
+        g_pred = statistics.median_low(gamma_star(profile, calib, loaded[(r, base, c)], loaded[(r, 0, c)],
                                                   configs) for r in rounds)
         g_meas = best_setting(measured)
         for k in a.predict:
-            per_round = [predict(profile, calib, loaded[(r, 1, c)], loaded[(r, 0, c)], k) for r in rounds]
+            per_round = [predict(profile, calib, loaded[(r, base, c)], loaded[(r, 0, c)], k) for r in rounds]
             sp = statistics.median(p["speedup"] for p in per_round)
             lo = statistics.median(p["speedup_low"] for p in per_round)
             hi = statistics.median(p["speedup_high"] for p in per_round)

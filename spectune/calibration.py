@@ -55,7 +55,7 @@ from spectune.docspec import (
     Text,
     parse_document,
 )
-from spectune.draft_share import undrafted_share
+from spectune.draft_share import continuation, undrafted_share
 from spectune.errors import InputError
 from spectune.uncertainty import FitSpread
 
@@ -69,12 +69,15 @@ class Drafting:
     """How drafts were observed to run: ``draft_fraction`` of sequence steps carried one,
     ``draft_fill`` = mean draft length / K; ``source`` names the windows;
     ``undrafted_share``: the share of output tokens from steps without a draft
-    (spectune.draft_share; None in documents written before it was recorded)."""
+    (spectune.draft_share; None in documents written before it was recorded);
+    ``draft_continuation``: q of spectune.draft_share.continuation over the windows at
+    K >= 2 (None: no such window, drafts priced full)."""
 
     draft_fraction: float
     draft_fill: float
     source: str
     undrafted_share: float | None = None
+    draft_continuation: float | None = None
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,7 @@ def window_from_observation(obs: Any, name: str) -> CalibrationWindow:
 
 def drafting_from_observations(obs: list[Any], names: list[str]) -> Drafting | None:
     """Draft share and fill over the speculative windows, weighted by sequence steps."""
-    steps = frac = fill = undrafted = 0.0
+    steps = frac = fill = undrafted = deep_steps = cont = 0.0
     used = []
     for o, n in zip(obs, names, strict=True):
         t, s = o.steps, o.speculation
@@ -126,10 +129,14 @@ def drafting_from_observations(obs: list[Any], names: list[str]) -> Drafting | N
         frac += t.draft_fraction * t.sequence_steps
         fill += min(f, 1.0) * t.sequence_steps
         undrafted += undrafted_share(t.draft_fraction, s.mean_acceptance_length or 1.0) * t.sequence_steps
+        if k >= 2:  # only a draft of two or more can run short
+            deep_steps += t.sequence_steps
+            cont += continuation(f, k) * t.sequence_steps
         used.append(n)
     if not steps:
         return None
-    return Drafting(frac / steps, fill / steps, f"observed in {', '.join(used)}", undrafted / steps)
+    return Drafting(frac / steps, fill / steps, f"observed in {', '.join(used)}", undrafted / steps,
+                    cont / deep_steps if deep_steps else None)
 
 
 # --------------------------------------------------------------------------- document
@@ -146,7 +153,8 @@ CALIBRATION = Kind(KIND, "spectune calibrate", "engine constants fitted to obser
         Field("note", Text(), required=False))))),
     Field("drafting", Nullable(Obj((Field("draft_fraction", _SHARE), Field("draft_fill", _SHARE),
                                     Field("source", Text()),
-                                    Field("undrafted_share", _SHARE, required=False)), build=Drafting))),
+                                    Field("undrafted_share", _SHARE, required=False),
+                                    Field("draft_continuation", _SHARE, required=False)), build=Drafting))),
     Field("windows", List(Obj((
         Field("name", Text()), Field("speculative", Flag()), Field("batch", Number(digits=4)),
         Field("width", Number(digits=4)), Field("context", Number(digits=4)),
@@ -244,7 +252,8 @@ def apply_calibration(dep: Deployment, cal: Calibration) -> Deployment:
     out = replace(with_constants(dep, cal.constants),
                   spread=FitSpread(tuple(sorted(cal.stderrs.items())), cal.step_sd, cal.windows))
     if cal.drafting is not None and dep.drafter.kind == "ngram":
-        out = replace(out, draft_fraction=cal.drafting.draft_fraction, draft_fill=cal.drafting.draft_fill,
+        out = replace(out, draft_fraction=cal.drafting.draft_fraction,
+                      draft_continuation=cal.drafting.draft_continuation or 1.0,
                       undrafted_share=cal.drafting.undrafted_share)
     return out
 

@@ -154,10 +154,11 @@ def workload_problem(batches: tuple[int, ...], contexts: tuple[int, ...]) -> str
 class Deployment:
     """Everything a recommendation depends on.
 
-    ``draft_fraction`` and ``draft_fill`` price variable-length drafts (n-gram) as observed:
-    a share ``draft_fraction`` of sequence steps carries a draft at all (prompt lookup finds
-    no match in the rest), of ``draft_fill * gamma`` tokens on average; so a verify checks
-    1 + draft_fraction * draft_fill * gamma tokens per sequence and yields
+    ``draft_fraction`` and ``draft_continuation`` price variable-length drafts (n-gram) as
+    observed: a share ``draft_fraction`` of sequence steps carries a draft at all (prompt
+    lookup finds no match in the rest), of d(gamma) = (1 - q^gamma) / (1 - q) tokens on
+    average, q = ``draft_continuation`` (spectune.draft_share.continuation); so a verify
+    checks 1 + draft_fraction * d(gamma) tokens per sequence and yields
     1 + draft_fraction * (m(gamma) - 1). Both 1 for a model drafter. ``undrafted_share``
     (observed n-gram windows only): the share of output tokens from steps without a draft;
     when set, the draft share depends on gamma (spectune.draft_share) and replaces
@@ -176,7 +177,7 @@ class Deployment:
     tie_tolerance: float = 0.01
     tpot_slo: float | None = None  # seconds per output token a user may wait (``slo.tpot_ms``)
     draft_fraction: float = 1.0
-    draft_fill: float = 1.0
+    draft_continuation: float = 1.0
     undrafted_share: float | None = None
     #: a calibrated deployment's own uncertainty (spectune calibrate); None: the validation band
     spread: FitSpread | None = None

@@ -495,5 +495,8 @@ def _calibration_table(doc: Document, fmt: str) -> str:
     d = doc.get("drafting")
     if d:
         out.append(f"drafting: {d['draft_fraction']:.1%} of sequence steps carried a draft, "
-                   f"filled to {d['draft_fill']:.1%} of K ({d['source']})")
+                   f"filled to {d['draft_fill']:.1%} of K"
+                   + (f", each token followed by another with chance {d['draft_continuation']:.2f}"
+                      if d.get("draft_continuation") is not None else "")
+                   + f" ({d['source']})")
     return "\n".join(out) + "\n"

@@ -16,7 +16,7 @@ from spectune.acceptance import Acceptance
 from spectune.cost import draft_cost, step_cost
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment, Workload
-from spectune.draft_share import draft_share
+from spectune.draft_share import draft_length, draft_share
 from spectune.tree import expected_tokens as tree_expected_tokens
 from spectune.tree import verify_width
 
@@ -64,10 +64,11 @@ def speedup_grid(dep: Deployment, batch: ArrayLike | None = None,
     args = (dep.model, dep.gpu, dep.parallelism, dep.engine)
     # Variable-length drafts (n-gram) verify and yield their observed share of a full draft:
     # a share of steps carries one (falling with gamma when the undrafted share is known,
-    # spectune.draft_share), filled to draft_fill of gamma + 1 (a tree: num_draft_tokens).
+    # spectune.draft_share), holding d(gamma) of its gamma tokens (a tree: num_draft_tokens).
     m_drafted = tree_expected_tokens(dep.acceptance, dep.drafter, g)
     share = steps_with_draft(dep, m_drafted)  # (ng,)
-    T = 1.0 + share[None, None, :] * dep.draft_fill * (verify_width(dep.drafter, G) - 1.0)
+    fill = draft_length(dep.draft_continuation, G) / np.maximum(G, 1.0)
+    T = 1.0 + share[None, None, :] * fill * (verify_width(dep.drafter, G) - 1.0)
     verify = step_cost(*args, B, T, S, achieved=achieved, speculative=G > 0).seconds
     verify = np.broadcast_to(verify, (len(b), len(s), len(g)))
     c0 = verify[..., 0]

@@ -20,6 +20,7 @@ from observe_support import SCRAPE, MetricsServer, Reply, fixture_text
 from spectune.calibrate import CalibrationWindow, fit, get_constants, predict_steps, with_constants
 from spectune.cli import cli
 from spectune.cost import step_cost
+from spectune.draft_share import draft_length
 from spectune.engines.vllm import analyse
 from spectune.observe.exposition import parse_exposition
 from spectune.observe.observation import Observation
@@ -310,7 +311,7 @@ def test_observed_ngram_drafts_are_priced_at_their_share(tmp_path: Path) -> None
     dep = _cpu_deployment()
     applied = apply_observation(dep, obs)
     assert applied.deployment.draft_fraction == pytest.approx(96 / 128)
-    assert applied.deployment.draft_fill == pytest.approx(232 / 96 / 3)
+    assert float(draft_length(applied.deployment.draft_continuation, 3)) == pytest.approx(232 / 96)
     f = tmp_path / "obs.yaml"
     f.write_text(render(obs.to_dict(), "yaml"))
     p = _profile(tmp_path)

@@ -155,3 +155,50 @@ def test_the_calibrated_band_widens_with_acceptance_measured_over_few_drafts(cal
         widths.append(hi / lo)
     assert widths[1] == pytest.approx(widths[0], rel=0.01)  # many drafts: the fit's band alone
     assert widths[0] < widths[2] < widths[3]
+
+
+def test_continuation_inverts_the_mean_draft_length() -> None:
+    from spectune.draft_share import continuation, draft_length
+
+    for q in (0.3, 0.7, 0.88, 0.99):
+        for k in (2, 3, 5):
+            d = float(draft_length(q, k))
+            assert continuation(d / k, k) == pytest.approx(q, abs=1e-6)
+    assert continuation(1.0, 3) == 1.0 and continuation(0.5, 1) == 1.0  # full, or unseen at K = 1
+    assert float(draft_length(1.0, 4)) == 4.0
+    assert np.all(np.diff(draft_length(0.8, np.arange(1, 9))) > 0)
+
+
+@pytest.mark.parametrize("c", [1, 16, 64, 256])
+def test_short_ngram_drafts_at_k3_follow_from_the_k2_window(c: int) -> None:
+    """vLLM's prompt lookup proposes fewer than K tokens when fewer follow the match: the K = 2
+    window's mean draft length gives q, and q the K = 3 window's (which no fit reads)."""
+    from spectune.draft_share import continuation, draft_length
+
+    two, three = obs(2, c).speculation, obs(3, c).speculation
+    assert two.mean_draft_length and three.mean_draft_length
+    q = continuation(two.mean_draft_length / 2, 2)
+    assert q < 0.95  # the drafts did run short
+    assert float(draft_length(q, 3)) == pytest.approx(three.mean_draft_length, rel=0.02)
+    # holding the K = 2 fill (draft length / K) for K = 3 is what this replaces: further off
+    held = two.mean_draft_length / 2 * 3
+    assert abs(held - three.mean_draft_length) > abs(float(draft_length(q, 3)) - three.mean_draft_length)
+
+
+def test_an_observed_k2_window_prices_a_deeper_draft_shorter(tmp_path: Path) -> None:
+    from spectune.observe.apply import apply_observation
+    from spectune.speedup import speedup_grid
+
+    dep = load_deployment(str(HERE / "profile.yaml"))
+    two = apply_observation(dep, obs(2, 16))
+    assert two.deployment.draft_continuation < 0.95
+    assert any("run short" in n for n in two.notes)
+    full = replace(two.deployment, draft_continuation=1.0)
+    g_short = speedup_grid(two.deployment, [16], [72], 4)
+    g_full = speedup_grid(full, [16], [72], 4)
+    # same tokens committed (the acceptance already holds the short drafts), fewer verified
+    assert np.allclose(g_short.expected_tokens, g_full.expected_tokens)
+    assert np.all(g_short.verify[0, 0, 3:] < g_full.verify[0, 0, 3:])
+    one = apply_observation(dep, obs(1, 16))
+    assert one.deployment.draft_continuation == 1.0
+    assert any("cannot show" in n for n in one.notes)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from spectune.deployment import Deployment, Workload
-from spectune.draft_share import undrafted_share
+from spectune.draft_share import continuation, undrafted_share
 from spectune.observe.api import observation_acceptance, observation_operating_point
 from spectune.observe.observation import Observation
 
@@ -40,10 +40,18 @@ def apply_observation(dep: Deployment, obs: Observation, *, keep_batches: bool =
         k = s.num_speculative_tokens
         fill = min(1.0, s.mean_draft_length / k) if k and s.mean_draft_length else 1.0
         u = undrafted_share(t.draft_fraction, s.mean_acceptance_length or 1.0)
-        out = replace(out, draft_fraction=t.draft_fraction, draft_fill=fill, undrafted_share=u)
+        q = continuation(fill, k or 1)
+        out = replace(out, draft_fraction=t.draft_fraction, draft_continuation=q, undrafted_share=u)
         notes += (f"n-gram drafts priced as observed: {t.draft_fraction:.0%} of sequence steps "
                   f"carried one, {fill:.0%} of K long on average; {u:.0%} of output tokens came "
                   "from steps without a draft, so a deeper gamma drafts on fewer steps",)
+        notes += ((f"n-gram drafts run short: each drafted token was followed by another with "
+                   f"chance {q:.2f}, so a draft of gamma holds (1 - {q:.2f}^gamma) / (1 - {q:.2f}) "
+                   "tokens") if q < 1.0 else
+                  ("n-gram drafts deeper than the observed K = 1 are priced full: a K = 1 window "
+                   "cannot show how often fewer than gamma tokens follow the match (prompt lookup "
+                   "then proposes fewer); observe at K >= 2 to measure it") if (k or 1) < 2 else
+                  "n-gram drafts ran full length",)
     return Applied(out, mix, notes)
 
 
