@@ -6,7 +6,9 @@ leading dense layers), DeepSeek-V3.2 (MLA + sparse-attention indexer), DeepSeek-
 (per-layer compressed attention), gpt-oss (alternating sliding / full attention, MXFP4
 experts), Llama-4 (interleaved MoE with a shared expert, chunked attention), hybrid
 ``layer_types`` models (Qwen3-Next / Qwen3.5: gated-DeltaNet linear attention), EAGLE-1 and
-EAGLE-3 heads (``LlamaForCausalLMEagle3``); quantization from ``quantization_config`` and
+EAGLE-3 heads (``LlamaForCausalLMEagle3``), Gemma-3 / Gemma-4 (sliding and global layers with
+their own KV heads and head size, Gemma-4's experts beside a dense MLP: :mod:`spectune.hf_gemma`);
+quantization from ``quantization_config`` and
 ``hf_quant_config.json``. Cost-changing fields that are not modelled are refused.
 Pure: takes dicts, returns specs; raises ``ValueError`` with the offending key. Every field
 is read through :mod:`spectune.config_fields`, which checks its type (a list of names, text,

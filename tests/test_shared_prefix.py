@@ -87,8 +87,18 @@ def test_recommend_fits_with_the_shared_prefix_and_not_without(tmp_path: Path) -
     f = write(tmp_path, shared_prefix_tokens=P)
     with_prefix = runner.invoke(cli, ["recommend", str(f), "-o", "json"])
     assert with_prefix.exit_code == 0, with_prefix.output
-    point = json.loads(with_prefix.stdout)["points"][0]
-    assert point["feasible"] and point["gamma"] >= 0
+    doc = json.loads(with_prefix.stdout)
+    assert doc["points"][0]["feasible"] and doc["points"][0]["gamma"] >= 0
+    assert any("shared prompt prefix of 6,000 tokens is held once" in n for n in doc["notes"]), doc["notes"]
+
+
+def test_cost_with_the_profile_counts_the_prefix_once(tmp_path: Path) -> None:
+    f = write(tmp_path, shared_prefix_tokens=P + 10)  # 6010: 375 whole blocks of 16 shared
+    res = CliRunner().invoke(cli, ["cost", "--profile", str(f), "--batch", str(B), "--context", str(S),
+                                   "-o", "json"])
+    assert res.exit_code == 0, res.output
+    kv = json.loads(res.stdout)["memory"]["kv_cache_gb"]
+    assert kv == pytest.approx((B * (S - P) + P) * KV_PER_TOKEN / 1e9, abs=0.01)
 
 
 def test_the_profile_carries_it_through_overrides(tmp_path: Path) -> None:
