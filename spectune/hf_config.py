@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from spectune import hf_gemma
+import spectune.hf_gemma as hf_gemma
 from spectune.config_fields import count as _count
 from spectune.config_fields import flag, mapping, names, text, wholes, wrong
 from spectune.inputs import short
