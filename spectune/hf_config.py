@@ -71,6 +71,15 @@ def _modelopt_dtype(algo: str, key: str) -> str:
     raise ValueError(f"{key}: quant_algo {short(algo)} is not modelled (FP8, NVFP4, W4A16_AWQ, W8A8)")
 
 
+def _kv_scheme_bits(q: Mapping[str, Any], qk: str) -> tuple[int, str]:
+    """(bits, type) of ``quantization_config.kv_cache_scheme``; (16, "") when absent."""
+    kvs = mapping(q, "kv_cache_scheme", where=qk)
+    if not kvs:
+        return 16, ""
+    where = qk + "kv_cache_scheme."
+    return _count(kvs, "num_bits", hi=64, default=16, where=where), text(kvs, "type", where=where)
+
+
 def infer_dtypes(cfg: Mapping[str, Any]) -> dict[str, str]:
     """Storage formats a release ships in, read from ``quantization_config`` (the forms of
     transformers / vLLM: fp8, mxfp4, nvfp4 / modelopt, AWQ and GPTQ int4, compressed-tensors
@@ -95,7 +104,9 @@ def infer_dtypes(cfg: Mapping[str, Any]) -> dict[str, str]:
     elif method == "modelopt":
         weights = experts = _modelopt_dtype(text(q, "quant_algo", where=qk),
                                             "quantization_config.quant_algo")
-        if text(q, "kv_cache_quant_algo", where=qk).upper() == "FP8":
+        # vLLM's ModelOpt config: config.json's flat form states kv_cache_scheme {float, 8 bits}
+        if (text(q, "kv_cache_quant_algo", where=qk).upper() == "FP8"
+                or _kv_scheme_bits(q, qk) == (8, "float")):
             kv = "fp8"
     elif method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
         bits = _count(q, "bits", "w_bit", hi=64, default=4, where=qk)
@@ -108,8 +119,7 @@ def infer_dtypes(cfg: Mapping[str, Any]) -> dict[str, str]:
         weights = experts = _bits_dtype(_count(w, "num_bits", hi=64, default=8, where=gk + "weights."),
                                         text(w, "type", where=gk + "weights.") or "int",
                                         "quantization_config.config_groups.*.weights")
-        kvs = mapping(q, "kv_cache_scheme", where=qk)
-        if kvs and _count(kvs, "num_bits", hi=64, default=16, where=qk + "kv_cache_scheme.") == 8:
+        if _kv_scheme_bits(q, qk)[0] == 8:
             kv = "fp8"
     hq = cfg.get("hf_quant_config") or {}  # hf_quant_config.json, read beside config.json
     if not isinstance(hq, Mapping):

@@ -154,3 +154,13 @@ def test_the_cli_prices_both_groups(tmp_path: Path) -> None:
     components = json.loads(res.stdout)["components"]
     names = [c["name"] for c in components]
     assert "attention-swa" in names and "attention-gqa" in names
+
+
+def test_the_nvfp4_release_caches_kv_in_fp8_as_its_config_json_says() -> None:
+    # quantization_config (ModelOpt, flat form): quant_algo NVFP4, kv_cache_scheme {float, 8 bits};
+    # vLLM's ModelOpt config reads an FP8 KV cache from it (no hf_quant_config.json needed)
+    m = model_from_hf_config(raw(DENSE), DENSE)
+    assert (m.weight_dtype, m.kv_dtype) == ("nvfp4", "fp8")
+    S = 8192
+    one_byte = 50 * 2 * 16 * 256 * 1 * 1024 + 10 * 2 * 4 * 512 * 1 * S
+    assert float(cache_bytes_per_sequence(m, Parallelism(), S)) == one_byte
