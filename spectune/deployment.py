@@ -104,6 +104,9 @@ class Engine:
     #: (e.g. a head the engine captures in a CUDA graph).
     draft_pass_overhead_by_kind: tuple[tuple[str, float], ...] = ()
     prefill_token_cost: float = 0.0
+    #: tokens per KV-cache block (vLLM ``--block-size``): prefix caching shares whole blocks
+    #: only, so a shared prefix counts down to a multiple of it; 0 = not known (token-granular).
+    kv_block_size: int = 0
 
     spec_sequence_cost: float = 0.0
     sequence_cost: float = 0.0
@@ -129,6 +132,9 @@ class Workload:
 
     batch_sizes: tuple[int, ...]
     context_lengths: tuple[int, ...]
+    #: tokens at the start of every prompt that all requests share (a system prompt): with
+    #: prefix caching the engine keeps them once in the KV cache, not per sequence.
+    shared_prefix_tokens: int = 0
 
     def __post_init__(self) -> None:
         # The limits hold whatever path the values came by (profile, --batch, an observation):
@@ -136,6 +142,9 @@ class Workload:
         problem = workload_problem(self.batch_sizes, self.context_lengths)
         if problem:
             raise InputError(problem)
+        if not 0 <= self.shared_prefix_tokens <= MAX_CONTEXT:
+            raise InputError(f"shared_prefix_tokens must lie in [0, {MAX_CONTEXT:,}], "
+                             f"got {self.shared_prefix_tokens}")
 
 
 def workload_problem(batches: tuple[int, ...], contexts: tuple[int, ...]) -> str | None:

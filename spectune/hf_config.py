@@ -6,7 +6,9 @@ leading dense layers), DeepSeek-V3.2 (MLA + sparse-attention indexer), DeepSeek-
 (per-layer compressed attention), gpt-oss (alternating sliding / full attention, MXFP4
 experts), Llama-4 (interleaved MoE with a shared expert, chunked attention), hybrid
 ``layer_types`` models (Qwen3-Next / Qwen3.5: gated-DeltaNet linear attention), EAGLE-1 and
-EAGLE-3 heads (``LlamaForCausalLMEagle3``); quantization from ``quantization_config`` and
+EAGLE-3 heads (``LlamaForCausalLMEagle3``), Gemma-3 / Gemma-4 (sliding and global layers with
+their own KV heads and head size, Gemma-4's experts beside a dense MLP: :mod:`spectune.hf_gemma`);
+quantization from ``quantization_config`` and
 ``hf_quant_config.json``. Cost-changing fields that are not modelled are refused.
 Pure: takes dicts, returns specs; raises ``ValueError`` with the offending key. Every field
 is read through :mod:`spectune.config_fields`, which checks its type (a list of names, text,
@@ -22,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+import spectune.hf_gemma as hf_gemma
 from spectune.config_fields import count as _count
 from spectune.config_fields import flag, mapping, names, text, wholes, wrong
 from spectune.inputs import short
@@ -68,6 +71,15 @@ def _modelopt_dtype(algo: str, key: str) -> str:
     raise ValueError(f"{key}: quant_algo {short(algo)} is not modelled (FP8, NVFP4, W4A16_AWQ, W8A8)")
 
 
+def _kv_scheme_bits(q: Mapping[str, Any], qk: str) -> tuple[int, str]:
+    """(bits, type) of ``quantization_config.kv_cache_scheme``; (16, "") when absent."""
+    kvs = mapping(q, "kv_cache_scheme", where=qk)
+    if not kvs:
+        return 16, ""
+    where = qk + "kv_cache_scheme."
+    return _count(kvs, "num_bits", hi=64, default=16, where=where), text(kvs, "type", where=where)
+
+
 def infer_dtypes(cfg: Mapping[str, Any]) -> dict[str, str]:
     """Storage formats a release ships in, read from ``quantization_config`` (the forms of
     transformers / vLLM: fp8, mxfp4, nvfp4 / modelopt, AWQ and GPTQ int4, compressed-tensors
@@ -92,7 +104,9 @@ def infer_dtypes(cfg: Mapping[str, Any]) -> dict[str, str]:
     elif method == "modelopt":
         weights = experts = _modelopt_dtype(text(q, "quant_algo", where=qk),
                                             "quantization_config.quant_algo")
-        if text(q, "kv_cache_quant_algo", where=qk).upper() == "FP8":
+        # vLLM's ModelOpt config: config.json's flat form states kv_cache_scheme {float, 8 bits}
+        if (text(q, "kv_cache_quant_algo", where=qk).upper() == "FP8"
+                or _kv_scheme_bits(q, qk) == (8, "float")):
             kv = "fp8"
     elif method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
         bits = _count(q, "bits", "w_bit", hi=64, default=4, where=qk)
@@ -105,8 +119,7 @@ def infer_dtypes(cfg: Mapping[str, Any]) -> dict[str, str]:
         weights = experts = _bits_dtype(_count(w, "num_bits", hi=64, default=8, where=gk + "weights."),
                                         text(w, "type", where=gk + "weights.") or "int",
                                         "quantization_config.config_groups.*.weights")
-        kvs = mapping(q, "kv_cache_scheme", where=qk)
-        if kvs and _count(kvs, "num_bits", hi=64, default=16, where=qk + "kv_cache_scheme.") == 8:
+        if _kv_scheme_bits(q, qk)[0] == 8:
             kv = "fp8"
     hq = cfg.get("hf_quant_config") or {}  # hf_quant_config.json, read beside config.json
     if not isinstance(hq, Mapping):
@@ -154,7 +167,7 @@ def _dsa(cfg: Mapping[str, Any], h: int, mla: Attention) -> Attention:
 
 def _moe(cfg: Mapping[str, Any]) -> MoE:
     n_exp = _count(cfg, "n_routed_experts", "num_experts", "num_local_experts", hi=MAX_EXPERTS)
-    top_k = _count(cfg, "num_experts_per_tok", "experts_per_token", hi=n_exp)
+    top_k = _count(cfg, "num_experts_per_tok", "experts_per_token", "top_k_experts", hi=n_exp)
     inter = _count(cfg, "moe_intermediate_size", "intermediate_size", hi=MAX_INTERMEDIATE)
     n_shared = _count(cfg, "n_shared_experts", hi=MAX_EXPERTS, lo=0, default=0)
     shared_inter = _count(cfg, "shared_expert_intermediate_size", hi=MAX_INTERMEDIATE, lo=0, default=0)
@@ -162,10 +175,16 @@ def _moe(cfg: Mapping[str, Any]) -> MoE:
         n_shared = 1  # Qwen2-MoE: one shared expert of its own width
     if text(cfg, "model_type").startswith("llama4") and not n_shared:
         n_shared = 1  # Llama-4: one always-on shared expert as wide as a routed one
+    beside = hf_gemma.beside_experts(cfg)
+    if beside:
+        n_shared, shared_inter = 1, beside  # Gemma-4: the dense MLP runs beside the experts
     return MoE(n_exp, top_k, inter, n_shared, shared_inter or inter)
 
 
 def _is_moe(cfg: Mapping[str, Any]) -> bool:
+    stated = hf_gemma.moe_block(cfg)  # Gemma-4 says it: experts only with enable_moe_block
+    if stated is not None:
+        return stated
     return any(cfg.get(k) for k in ("n_routed_experts", "num_experts", "num_local_experts"))
 
 
@@ -224,7 +243,8 @@ UNMODELLED = {
 KNOWN_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                      "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_text",
                      "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "kimi_k2",
-                     "glm4_moe", "glm4_moe_lite", "gpt_oss", "llama4", "llama4_text")
+                     "glm4_moe", "glm4_moe_lite", "gpt_oss", "llama4", "llama4_text",
+                     *hf_gemma.GEMMA3_TYPES, *hf_gemma.GEMMA4_TYPES)
 LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
 
 
@@ -272,6 +292,9 @@ def _layer_types(cfg: Mapping[str, Any], mtype: str, n_layers: int) -> list[str]
         if len(rope) < n_layers:
             raise ValueError(f"config.json no_rope_layers has {len(rope)} entries for {n_layers} layers")
         return ["chunked_attention" if rope[i] else "full_attention" for i in range(n_layers)]
+    gemma = hf_gemma.default_layer_types(cfg, mtype, n_layers)
+    if gemma is not None:
+        return gemma
     use_window = flag(cfg, "use_sliding_window", True) and cfg.get("sliding_window")
     if use_window and mtype in ("mistral", "mixtral"):
         return ["sliding_attention"] * n_layers
@@ -312,6 +335,7 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
             raise ValueError(f"{key}: {what} is not modelled by spectune's cost model")
     arch = " ".join(names(cfg, "architectures"))
     mtype = text(cfg, "model_type")
+    hf_gemma.refuse_unmodelled(cfg, mtype)
     h = _count(cfg, "hidden_size", hi=MAX_HIDDEN)
     n_h = _count(cfg, "num_attention_heads", hi=MAX_HEADS)
     n_kv = _count(cfg, "num_key_value_heads", hi=n_h, default=n_h) or n_h
@@ -345,10 +369,12 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
             ffns = [moe if i in moe_at else DenseFFN(dense_inter) for i in range(n_layers)]
         else:
             ffns = [DenseFFN(_count(cfg, "intermediate_size", hi=MAX_INTERMEDIATE))] * n_layers
-        types = _layer_types(cfg, mtype, n_layers)
+        types = hf_gemma.force_last_full(_layer_types(cfg, mtype, n_layers), mtype)
         window = _count(cfg, "sliding_window", hi=2**31, lo=0, default=0)
         chunk = _count(cfg, "attention_chunk_size", hi=2**31, lo=0, default=0)
         linear = _linear_attention(cfg, h) if "linear_attention" in types else None
+        # Full-attention layers may differ in KV heads and head size (Gemma-4: hf_gemma).
+        full = hf_gemma.global_attention(cfg, mtype, att, h, _gqa_proj) if "full_attention" in types else att
         atts = []
         for kind in types:
             if kind == "linear_attention" and linear is not None:
@@ -359,7 +385,7 @@ def model_from_hf_config(cfg: Mapping[str, Any], name: str = "",
                 w = chunk if kind == "chunked_attention" else window
                 atts.append(replace(att, kind="swa", window=w))
             else:
-                atts.append(att)
+                atts.append(full)
         built: list[LayerGroup] = []
         for a, f in zip(atts, ffns, strict=False):
             if built and built[-1].attention == a and built[-1].ffn == f:

@@ -32,6 +32,19 @@ Per GPU the serving engine holds
   ============  =============================================================  =========
 
   A draft model or head keeps its own cache at the same context (its layers, same rules).
+* Prefix caching: when every request starts with the same ``P`` tokens (a system prompt,
+  ``workload.shared_prefix_tokens``) the engine stores them once and every sequence points
+  at them -- vLLM's automatic prefix caching hashes full KV blocks and shares a block among
+  the requests whose prefixes match it ("Automatic Prefix Caching", docs.vllm.ai
+  design/prefix_caching; ``enable_prefix_caching`` defaults to true in ``vllm/config/cache.py``),
+  SGLang's RadixAttention keeps the shared prefix once in a radix tree of KV pages (Zheng et
+  al. 2024, "SGLang", section 3). Only whole blocks are shared, so ``P`` counts down to a
+  multiple of the engine's ``kv_block_size`` (vLLM ``CacheConfig.DEFAULT_BLOCK_SIZE = 16``).
+  Per layer the prefix the sequences still hold is ``KV(S) - KV(S - P)`` (all of it in a
+  full-attention layer, only the part inside the window in a sliding one, nothing of a
+  linear-attention state), held once; each sequence keeps ``KV(S - P)`` of its own:
+
+      KV_total(B, S) = seqs * KV(S - P) + (KV(S) - KV(S - P)),   P <= S.
 * ``R``: what the engine holds back. vLLM hands ``gpu_memory_utilization`` (default 0.9:
   ``CacheConfig.gpu_memory_utilization: float = 0.9``, vllm-project/vllm
   ``vllm/config/cache.py``) of the GPU to weights + activations + KV cache, so 10 % is
@@ -57,7 +70,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from spectune.cost.roofline import Array
-from spectune.deployment import Parallelism, parallelism_problem
+from spectune.deployment import Deployment, Parallelism, parallelism_problem
 from spectune.hardware import GPU, dtype_bytes
 from spectune.model import Attention, DenseFFN, Drafter, Model, MoE
 
@@ -221,15 +234,39 @@ def engine_reserve(model: Model, gpu: GPU, par: Parallelism) -> float:
     return (1.0 - MEMORY_UTILIZATION) * gpu.memory_bytes + act + CUDA_GRAPH_BYTES
 
 
+def shared_cache_bytes(model: Model, par: Parallelism, seqs: ArrayLike, S: ArrayLike,
+                       prefix: ArrayLike = 0, spec_tokens: ArrayLike = 0) -> Array:
+    """KV cache on one GPU of ``seqs`` sequences at context S whose first ``prefix`` tokens
+    are one shared copy (prefix caching, module docstring); bytes. ``prefix`` is clamped to S."""
+    Sa = np.asarray(S, dtype=float)
+    own = cache_bytes_per_sequence(model, par, Sa - np.minimum(prefix, Sa), spec_tokens)
+    shared = cache_bytes_per_sequence(model, par, Sa, spec_tokens) - own
+    return np.asarray(seqs, dtype=float) * own + shared
+
+
+def cached_prefix(tokens: int, block: int) -> int:
+    """The tokens of a shared prefix that prefix caching shares: whole ``block``-token KV
+    blocks only (``block`` 0 or 1: every token)."""
+    return tokens - tokens % block if block > 1 else tokens
+
+
+def shared_prefix(dep: Deployment) -> int:
+    """The shared prefix ``dep``'s engine keeps once: the workload's ``shared_prefix_tokens``
+    in whole KV blocks of the engine's ``kv_block_size``."""
+    return cached_prefix(dep.workload.shared_prefix_tokens, dep.engine.kv_block_size)
+
+
 def memory(model: Model, drafter: Drafter, gpu: GPU, par: Parallelism,
-           B: ArrayLike, S: ArrayLike, spec_tokens: ArrayLike = 0) -> Memory:
+           B: ArrayLike, S: ArrayLike, spec_tokens: ArrayLike = 0, *,
+           shared_prefix: int = 0) -> Memory:
     """Per-GPU memory of serving B sequences (whole instance) at context S (broadcast),
-    ``spec_tokens`` = the num_speculative_tokens the engine is configured with."""
+    ``spec_tokens`` = the num_speculative_tokens the engine is configured with,
+    ``shared_prefix`` = tokens every sequence shares, held once (:func:`cached_prefix`)."""
     seqs = np.asarray(B, dtype=float) / par.dp
-    kv = seqs * cache_bytes_per_sequence(model, par, S, spec_tokens)
+    kv = shared_cache_bytes(model, par, seqs, S, shared_prefix, spec_tokens)
     draft_kv = np.zeros_like(kv)
     if drafter.model is not None:
-        draft_kv = seqs * cache_bytes_per_sequence(drafter.model, par, S)
+        draft_kv = shared_cache_bytes(drafter.model, par, seqs, S, shared_prefix)
     return Memory(
         weights=weight_bytes(model, par),
         draft_weights=draft_weight_bytes(drafter, model, par),

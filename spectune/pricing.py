@@ -16,7 +16,7 @@ from spectune.deployment import NO_ENGINE, Deployment, Engine, Parallelism, Work
 from spectune.envelope import Document
 from spectune.errors import InputError
 from spectune.hardware import GPU
-from spectune.memory import Memory, memory, parameter_counts
+from spectune.memory import Memory, memory, parameter_counts, shared_prefix
 from spectune.model import Drafter, Model
 
 
@@ -131,7 +131,10 @@ def price_pass(target: Target, batch: int, tokens: int, context: int, *, achieve
     t = target
     c = step_cost(t.model, t.gpu, t.parallelism, t.engine, batch, tokens, context, achieved=achieved)
     r = marginal_cost(t.model, t.gpu, t.parallelism, t.engine, batch, tokens, context, achieved=achieved)
-    mem = memory(t.model, target_drafter(t), t.gpu, t.parallelism, batch, context, tokens - 1)
+    dep = t.deployment  # the profile's shared prompt prefix is held once when its model is priced
+    prefix = shared_prefix(dep) if dep is not None and t.model.name == dep.model.name else 0
+    mem = memory(t.model, target_drafter(t), t.gpu, t.parallelism, batch, context, tokens - 1,
+                 shared_prefix=prefix)
     return PassCost(t, batch, tokens, context, achieved, c, {k: float(v) for k, v in r.items()}, mem)
 
 

@@ -148,6 +148,9 @@ ENGINE = Obj((
     _text("version", "engine release the profile targets (`emit --engine-version` defaults to it; "
                      "vLLM before 0.24.0 gets one static gamma)"),
     *(_us(k) for k in ENGINE_US),
+    _opt("kv_block_size", Number(integer=True, minimum=1, maximum=MAX_CONTEXT,
+                                 description="tokens per KV-cache block (vLLM --block-size, SGLang "
+                                             "--page-size): prefix caching shares whole blocks")),
     _opt("draft_pass_overhead_by_kind_us",
          Obj(tuple(_opt(k, _num(OVERHEAD_US, "microseconds")) for k in DRAFTER_KINDS),
              "draft pass overhead by drafter kind, microseconds")),
@@ -254,7 +257,10 @@ PROFILE = Kind("Profile", "spectune recommend|emit|cost|check PROFILE",
                    _opt("parallelism", Nullable(PARALLELISM)),
                    _opt("engine", _ref_or("engine", " (default vllm)", ENGINE)),
                    Field("workload", Obj((Field("batch_sizes", _sizes(MAX_BATCH, "concurrent sequences")),
-                                          Field("context_lengths", _sizes(MAX_CONTEXT, "tokens"))),
+                                          Field("context_lengths", _sizes(MAX_CONTEXT, "tokens")),
+                                          _opt("shared_prefix_tokens", _whole(
+                                              0, MAX_CONTEXT, "prompt tokens every request shares (a "
+                                                              "system prompt), kept once in the KV cache"))),
                                          "the operating points: every batch size x context length")),
                    _opt("acceptance", ACCEPTANCE),
                    _opt("gamma_max", _whole(1, MAX_GAMMA, "largest draft length considered")),

@@ -201,6 +201,7 @@ def engine_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], base: Eng
         layer_overhead=us("layer_overhead_us", b.layer_overhead),
         draft_pass_overhead=us("draft_pass_overhead_us", b.draft_pass_overhead),
         verify_token_cost=us("verify_token_cost_us", b.verify_token_cost),
+        kv_block_size=int(v.get("kv_block_size", b.kv_block_size)),
         # spec_step_overhead_us: the key's earlier name, still read.
         spec_step_overhead=us("spec_cycle_overhead_us",
                               us("spec_step_overhead_us", b.spec_step_overhead)),
@@ -398,6 +399,8 @@ def deployment_from_doc(doc: Doc) -> Deployment:
     tol = float(v.get("tie_tolerance", DEFAULT_TIE_TOLERANCE))
     name = str(v.get("name") or Path(doc.file).stem)
     slo = v["slo"]["tpot_ms"] * 1e-3 if "slo" in v else None
+    if "shared_prefix_tokens" in v["workload"]:  # held once in the KV cache (spectune.memory)
+        workload = replace(workload, shared_prefix_tokens=int(v["workload"]["shared_prefix_tokens"]))
     dep = Deployment(name, gpu, model, drafter, par, engine, workload, acceptance, gamma_max, tol,
                      tpot_slo=slo)
     if "calibration" in v:

@@ -18,7 +18,7 @@ from spectune.band import speedup_bands
 from spectune.cost import step_cost
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment
-from spectune.memory import Memory, memory, require_weights_fit
+from spectune.memory import Memory, memory, require_weights_fit, shared_prefix
 from spectune.priors import assumed_note
 from spectune.speedup import SpeedupGrid, speedup_grid
 from spectune.tree import verify_width
@@ -68,7 +68,11 @@ def recommend(dep: Deployment) -> Recommendation:
     # The engine sizes per-draft-position state (linear attention) by its largest gamma.
     mem = memory(dep.model, dep.drafter, dep.gpu, dep.parallelism,
                  grid.batch[:, None].astype(float), grid.context[None, :].astype(float),
-                 int(gamma_star.max()))
+                 int(gamma_star.max()), shared_prefix=shared_prefix(dep))
+    if dep.workload.shared_prefix_tokens:
+        notes.append(f"memory: a shared prompt prefix of {shared_prefix(dep):,} tokens is held once in "
+                     f"the KV cache (prefix caching; workload.shared_prefix_tokens "
+                     f"{dep.workload.shared_prefix_tokens:,} in whole blocks of the engine's kv_block_size)")
     n_out = int((~np.broadcast_to(mem.feasible, gamma_star.shape)).sum())
     if n_out:
         notes.append(f"{n_out} of {gamma_star.size} operating points do not fit in "

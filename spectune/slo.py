@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment
 from spectune.limits import MAX_TPOT_SECONDS
-from spectune.memory import memory
+from spectune.memory import memory, shared_prefix
 from spectune.speedup import speedup_grid
 
 #: Batch sizes searched between 1 and the profile's largest (log-spaced, plus the profile's).
@@ -87,7 +87,8 @@ def goodput(dep: Deployment, tpot_slo: float) -> Goodput:
     # only (batch, context) points whose weights + KV cache fit in GPU memory can be served
     # (the drafter's KV slots at each gamma included)
     fits = memory(dep.model, dep.drafter, dep.gpu, dep.parallelism, grid.batch[:, None, None],
-                  grid.context[None, :, None], grid.gamma[None, None, :]).feasible
+                  grid.context[None, :, None], grid.gamma[None, None, :],
+                  shared_prefix=shared_prefix(dep)).feasible
     ok = (tpot <= tpot_slo) & np.broadcast_to(fits, tpot.shape)
     points = []
     for j, s in enumerate(grid.context):

@@ -43,6 +43,10 @@ FIELDS = (
     "interleave_moe_layer_step", "decoder_sparse_step", "moe_layer_freq", "attn_output_gate",
     "intermediate_size_mlp", "draft_vocab_size", "tie_word_embeddings", "_name_or_path",
     "quantization_config", "text_config", *UNMODELLED,
+    # Gemma-3 / Gemma-4 (spectune.hf_gemma)
+    "global_head_dim", "num_global_key_value_heads", "attention_k_eq_v", "num_kv_shared_layers",
+    "hidden_size_per_layer_input", "use_bidirectional_attention", "enable_moe_block", "top_k_experts",
+    "sliding_window_pattern",
 )
 #: quantization_config fields, read under each method that reads them.
 QUANT_FIELDS = ("quant_method", "fmt", "quant_algo", "kv_cache_quant_algo", "bits", "w_bit",
