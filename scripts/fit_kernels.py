@@ -26,7 +26,7 @@ Curves (spectune/cost/kernels.py), each fitted by least squares on log(time):
 --aiter: ROCm aiter's tuned fused-MoE tables (aiter/configs/model_configs/*tuned_fmoe*.csv, MIT;
 measured per-kernel times on MI300X, cu_num 304) priced by spectune's MoE curve with MI300X's
 default kernels (no MI300X row was fitted): compute at the GEMM curve of the tokens per expert
-against the same curve at the tokens padded to the M tile (spectune.cost.kernels.MOE_TILE_ROWS).
+against the same curve at no fewer rows than one M tile (spectune.cost.kernels.MOE_TILE_ROWS).
 """
 
 from __future__ import annotations
@@ -118,9 +118,9 @@ MOE_TILE_ROWS = 32.0  # spectune.cost.kernels.MOE_TILE_ROWS
 
 
 def _moe_compute(flops, per_expert, peak, gemm, tile=True):
-    """Seconds of the grouped GEMM's FLOPs at the GEMM curve of its rows per expert (padded to
-    the M tile, or not)."""
-    rows = MOE_TILE_ROWS * np.ceil(per_expert / MOE_TILE_ROWS) if tile else per_expert
+    """Seconds of the grouped GEMM's FLOPs at the GEMM curve of its rows per expert (at least
+    one M tile, or the raw tokens)."""
+    rows = np.maximum(per_expert, MOE_TILE_ROWS) if tile else per_expert
     return flops / (gemm["gemm_flops_fraction"] * peak * rows / (rows + gemm["gemm_m_half"]))
 
 
@@ -174,7 +174,8 @@ def aiter_mi300x(checkout: Path) -> int:
     P, b, pk = 3 * h * i, np.where(fp8, 1.0, 2.0), np.where(fp8, peak["fp8"], peak["bf16"])
     A = E * (1 - (1 - k / E) ** N)  # the tuner routes at random: the coupon collector
     mem = A * P * b / (frac_bw * bw)
-    for label, tile in (("tokens per expert", False), (f"padded to {MOE_TILE_ROWS:.0f}-row tiles", True)):
+    tiled = f"rows, at least a {MOE_TILE_ROWS:.0f}-row tile"
+    for label, tile in (("tokens per expert", False), (tiled, True)):
         comp = _moe_compute(2 * N * k * P, N * k / A, pk, gemm, tile)
         e = np.log((moe_call + moe_expert * A + np.maximum(comp, mem)) / t)
         print(f"MI300X aiter fused MoE, {len(rows)} rows <= 512 tokens, compute at the GEMM curve of the "

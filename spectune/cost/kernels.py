@@ -14,7 +14,7 @@ with its own constants, fitted to measured per-kernel timings (aiconfigurator-co
   compute efficiency ``e_c * M / (M + m_half)`` rising with the M = tokens of the pass;
 - grouped-GEMM MoE: ``t_call`` per MoE layer plus ``t_expert`` per distinct expert touched
   (the fused kernel walks one tile set per active expert); weights at ``e_b``; compute at the
-  GEMM curve's efficiency for the expert's rows padded to the kernel's M tile
+  GEMM curve's efficiency for at least a full M tile of rows per expert
   (:func:`moe_flops_fraction`);
 - decode attention, GQA and MLA/compressed: ``t_call`` per layer, bandwidth efficiency
   ``e_b * P / (P + p_half)`` rising with the parallel work P (sequences x KV heads per GPU for
@@ -84,16 +84,19 @@ MOE_TILE_ROWS = 32.0
 
 def moe_flops_fraction(k: Kernels, tokens_per_expert: Array) -> Array:
     """Compute efficiency of a grouped-GEMM MoE whose touched experts get ``tokens_per_expert``
-    rows each: the GEMM curve at the rows the kernel really runs, the tokens padded up to its M
-    tile, ``e_c * R / (R + m_half)`` with ``R = tile * ceil(n / tile)`` (tile =
-    :data:`MOE_TILE_ROWS`). Flat below a tile, a step up at each tile: an expert with 3 tokens
-    runs a 32-row tile at that tile's efficiency, not at a 3-row GEMM's (the curve at n itself
-    charges ~m_half padded rows per expert: 0.30 median |log(model/measured)| on ROCm aiter's
-    MI300X fused-MoE rows at <= 512 tokens against 0.12 padded to the tile,
-    ``scripts/fit_kernels.py --moe-tile``)."""
+    rows each: the GEMM curve at the rows of at least one full M tile,
+    ``e_c * R / (R + m_half)`` with ``R = max(n, tile)`` (tile = :data:`MOE_TILE_ROWS`).
+
+    Flat below a tile: an expert with 3 tokens runs one 32-row tile at that tile's efficiency,
+    not at a 3-row GEMM's; the curve at n itself charged every touched expert ~m_half padded
+    rows and made MI300X's MoE compute-bound at 1-2 tokens per expert (median |log(model /
+    measured)| 0.30 on ROCm aiter's 47 MI300X fused-MoE rows at <= 512 tokens, never fitted;
+    0.135 with the floor; ``scripts/fit_kernels.py --aiter``). Above a tile, the GEMM curve at
+    n. A staircase (R = tile * ceil(n / tile)) fits those rows as well (0.122) but makes the
+    cost fall by up to 42 % when one token more opens a tile (32 -> 33 per expert), so the
+    floor is used: the MoE cost never falls as tokens are added."""
     n = np.maximum(np.asarray(tokens_per_expert, dtype=float), 1e-9)
-    rows = MOE_TILE_ROWS * np.ceil(n / MOE_TILE_ROWS)
-    return gemm_flops_fraction(k, rows)
+    return gemm_flops_fraction(k, np.maximum(n, MOE_TILE_ROWS))
 
 
 def moe_bandwidth_fraction(k: Kernels, expert_dtype: str) -> float:

@@ -114,7 +114,7 @@ def moe_price(moe: MoE, hidden: int, expert_dtype: str, act_dtype: str, par: Par
 
     one grouped-GEMM call, a tile pass per distinct expert touched (D), ``shared_calls``
     seconds of launches for the shared experts' GEMMs; compute at the GEMM curve of the rows an
-    expert really runs, its n tokens padded to the M tile (R = tile * ceil(n / tile),
+    expert runs, at least one M tile (R = max(n, tile),
     :func:`~spectune.cost.kernels.moe_flops_fraction`); weights at the expert format's
     streaming efficiency (:func:`~spectune.cost.kernels.moe_bandwidth_fraction`)."""
     w = moe_work(moe, hidden, expert_dtype, act_dtype, par, B, T, routing)
