@@ -69,6 +69,9 @@ class Kernels:
     mla_bandwidth_fraction: float
     mla_parallel_half: float
     source: str = ""
+    #: Share of peak bandwidth MXFP4 (W4A16) experts stream at, dequantised in the MoE kernel;
+    #: 0 = as ``moe_bandwidth_fraction`` (no MXFP4 table measured for this GPU).
+    moe_mxfp4_bandwidth_fraction: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ bytes/s, ``_us`` microseconds, ``_ms`` milliseconds, ``peak_tflops`` 1e12 FLOP/s
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import MISSING, fields
 
 from spectune.docspec import (
     AnyObject,
@@ -61,6 +61,8 @@ from spectune.model import DRAFTER_KINDS
 #: Keys of ``kernels:`` in a GPU profile (spectune.hardware.Kernels; ``_us`` microseconds).
 KERNEL_KEYS = tuple(f.name + ("_us" if f.name.endswith(("_call", "_expert")) else "")
                     for f in fields(Kernels) if f.name != "source")
+#: Of those, the keys a fit may leave out (their dataclass default stands).
+KERNEL_OPTIONAL = tuple(f.name for f in fields(Kernels) if f.name != "source" and f.default is not MISSING)
 PEAK_KEYS = ("bf16", "fp16", "fp8", "fp4", "int8", "fp6", "bf16_fp16acc")
 MODEL_DRAFTERS = ("draft_model", "eagle", "eagle3", "mtp")
 DRAFT_MODEL = ("hf_config", "config", "model")  # what gives a drafter its model
@@ -98,6 +100,8 @@ FRACTIONS = Obj((_opt("bandwidth_fraction", _num(FRACTION, "achievable share of 
 
 
 def _kernel(key: str) -> Field:
+    if key in KERNEL_OPTIONAL:
+        return _opt(key, Number(maximum=1.0, positive=True, description="share of peak, (0, 1]"))
     if key.endswith("_fraction"):
         return Field(key, Number(maximum=1.0, positive=True, description="share of peak, (0, 1]"))
     unit = "microseconds" if key.endswith("_us") else ("rows" if key.endswith("m_half") else "sequences")

@@ -162,7 +162,8 @@ def _read_builtin(kind: str, name: str, doc: Doc | None, path: KeyPath) -> tuple
 # Every ``*_from_mapping`` below takes a mapping already validated against its definition in
 # spectune.profile_spec (keys, types, bounds, conditional keys): only meaning is left here.
 def _kernels(v: Mapping[str, Any]) -> Kernels:
-    return Kernels(**{k.removesuffix("_us"): v[k] * 1e-6 if k.endswith("_us") else v[k] for k in KERNEL_KEYS},
+    return Kernels(**{k.removesuffix("_us"): v[k] * 1e-6 if k.endswith("_us") else v[k] for k in KERNEL_KEYS
+                      if k in v},
                    source=str(v.get("source") or ""))
 
 

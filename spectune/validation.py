@@ -113,6 +113,20 @@ def serving_latency(prefill: float, per_token: Any, output_len: int, concurrency
     return lat
 
 
+def capped_latency(prefill: float, per_token: Any, output_len: int, concurrency: int,
+                   request_rate: float, running: int) -> float:
+    """:func:`serving_latency` of a saturated closed loop (``concurrency`` clients, each with a
+    request always outstanding) against a server that runs at most ``running`` of them (the
+    rest wait in its queue): the server completes X = R / L(R) requests a second with
+    R = min(running, concurrency) in flight, so by Little's law a client waits
+
+        L = L(R) * concurrency / R.
+    """
+    r = max(1, min(running, concurrency))
+    return serving_latency(prefill, np.asarray(per_token, dtype=float)[:r], output_len, r,
+                           request_rate) * concurrency / r
+
+
 def predict(row: Mapping[str, Any]) -> float:
     """spectune's speedup for the row's deployment at its configured gamma, as the row's
     ``metric`` defines it."""
@@ -126,7 +140,10 @@ def predict(row: Mapping[str, Any]) -> float:
     # ``saturated``: the source's cap, not its arrival rate, bound the requests in flight
     rate = float("inf") if row.get("saturated") else float(row.get("request_rate", float("inf")))
     out = int(row["output_len"])
-    return serving_latency(p, plain, out, conc, rate) / serving_latency(p, spec, out, conc, rate)
+    # ``spec_max_running``: the speculative server's own cap on running requests, a saturated
+    # loop above it queues (SGLang 0.4-0.5 sets 48 when speculating and none is given)
+    run = int(row.get("spec_max_running", conc)) if row.get("saturated") else conc
+    return serving_latency(p, plain, out, conc, rate) / capped_latency(p, spec, out, conc, rate, run)
 
 
 def evaluate(rows: Iterable[Mapping[str, Any]]) -> list[Point]:

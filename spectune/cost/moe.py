@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectune.cost.roofline import Array, Work
+from spectune.cost.kernels import kernel_price, moe_bandwidth_fraction, moe_flops_fraction
+from spectune.cost.roofline import Array, Component, Work
 from spectune.cost.routing import distinct_experts_bt
 from spectune.deployment import Parallelism
-from spectune.hardware import dtype_bytes
+from spectune.hardware import GPU, Kernels, dtype_bytes
 from spectune.model import UNIFORM, MoE, Routing
 
 
@@ -93,3 +94,32 @@ def moe_work(moe: MoE, hidden: int, expert_dtype: str, act_dtype: str, par: Para
         act_bytes=routed_acts + shared_acts,
         dtype=expert_dtype,
     )
+
+
+def tokens_per_expert(moe: MoE, par: Parallelism, B: Array, T: Array, touched: Array) -> Array:
+    """Rows each touched expert (slice) on one GPU computes: the GPU's routed picks over its
+    touched experts, B/dp*T*k / touched with ``ep == 1``, B*T*k/ep / touched with EP."""
+    tokens_rank = np.asarray(B, dtype=float) * T / par.dp
+    picks = tokens_rank * moe.top_k if par.ep == 1 else tokens_rank * par.dp * moe.top_k / par.ep
+    return np.asarray(picks / np.maximum(touched, 1e-9), dtype=np.float64)
+
+
+def moe_price(moe: MoE, hidden: int, expert_dtype: str, act_dtype: str, par: Parallelism,
+              B: Array, T: Array, routing: Routing, kernels: Kernels, gpu: GPU,
+              shared_calls: float = 0.0) -> tuple[Work, Component]:
+    """Work and kernel-true price of one MoE layer on one GPU (:mod:`spectune.cost.kernels`):
+
+        t = t_call + t_expert * D + shared_calls + max(FLOPs / (e_c(R) * peak),
+                                                      bytes / (e_b(dtype) * BW)),
+
+    one grouped-GEMM call, a tile pass per distinct expert touched (D), ``shared_calls``
+    seconds of launches for the shared experts' GEMMs; compute at the GEMM curve of the rows an
+    expert runs, at least one M tile (R = max(n, tile),
+    :func:`~spectune.cost.kernels.moe_flops_fraction`); weights at the expert format's
+    streaming efficiency (:func:`~spectune.cost.kernels.moe_bandwidth_fraction`)."""
+    w = moe_work(moe, hidden, expert_dtype, act_dtype, par, B, T, routing)
+    touched = touched_experts(moe, par, B, T, routing)
+    launch = kernels.moe_call + kernels.moe_expert * touched + shared_calls
+    c = kernel_price(w, gpu, launch, moe_bandwidth_fraction(kernels, expert_dtype),
+                     moe_flops_fraction(kernels, tokens_per_expert(moe, par, B, T, touched)))
+    return w, c

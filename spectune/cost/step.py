@@ -18,7 +18,7 @@ from spectune.cost.kernels import (
     gemm_flops_fraction,
     kernel_price,
 )
-from spectune.cost.moe import moe_work, touched_experts
+from spectune.cost.moe import moe_price, moe_work
 from spectune.cost.roofline import Array, Component, Work, fixed, price
 from spectune.deployment import Engine, Parallelism
 from spectune.hardware import GPU, Kernels
@@ -98,17 +98,15 @@ def _layer_pieces(model: Model, par: Parallelism, B: Array, T: Array, S: Array,
         gemm("attn-proj", proj, MLA_PROJ_CALLS if latent else GQA_PROJ_CALLS, group.count)
         ffn = group.ffn
         if isinstance(ffn, MoE):
-            w = moe_work(ffn, h, model.expert_dtype, model.act_dtype, par, B, T, model.routing)
-            _add(works, "moe", w.scaled(group.count))
             if kernels is not None and gpu is not None:
                 # one grouped-GEMM call, a tile pass per distinct expert, shared experts as GEMMs
-                touched = touched_experts(ffn, par, B, T, model.routing)
-                per_expert = tokens * ffn.top_k / np.maximum(touched, 1e-9)
-                launch = (kernels.moe_call + kernels.moe_expert * touched
-                          + (FFN_CALLS * kernels.gemm_call if ffn.n_shared else 0.0))
-                c = kernel_price(w, gpu, launch, kernels.moe_bandwidth_fraction,
-                                 gemm_flops_fraction(kernels, per_expert))
+                w, c = moe_price(ffn, h, model.expert_dtype, model.act_dtype, par, B, T,
+                                 model.routing, kernels, gpu,
+                                 FFN_CALLS * kernels.gemm_call if ffn.n_shared else 0.0)
                 _add_c(comps, "moe", c.scaled(group.count))
+            else:
+                w = moe_work(ffn, h, model.expert_dtype, model.act_dtype, par, B, T, model.routing)
+            _add(works, "moe", w.scaled(group.count))
         else:
             w = gemm_work(ffn.params(h), h + ffn.intermediate, 2 * ffn.intermediate + h,
                           model.weight_dtype, model.act_dtype, par, B, T)
