@@ -87,7 +87,8 @@ def goodput(dep: Deployment, tpot_slo: float) -> Goodput:
     # only (batch, context) points whose weights + KV cache fit in GPU memory can be served
     # (the drafter's KV slots at each gamma included)
     fits = memory(dep.model, dep.drafter, dep.gpu, dep.parallelism, grid.batch[:, None, None],
-                  grid.context[None, :, None], grid.gamma[None, None, :]).feasible
+                  grid.context[None, :, None], grid.gamma[None, None, :],
+                  dep.engine.max_num_batched_tokens).feasible
     ok = (tpot <= tpot_slo) & np.broadcast_to(fits, tpot.shape)
     points = []
     for j, s in enumerate(grid.context):
