@@ -106,3 +106,18 @@ def lengths_notes(workload: Workload) -> list[str]:
             f"(ISL/OSL {isl / osl:.3g}); each step is the mean step, decode plus the prefill "
             "that arrives per step (chunked under max_num_batched_tokens), and the speedup is "
             "diluted by the prefill speculation does not speed up (docs/aggregated.md)"]
+
+
+def observed_lengths(workload: Workload, point: Mapping[str, Any]) -> tuple[Workload, tuple[str, ...]]:
+    """``workload`` with the observed mean prompt and generation lengths (``point``:
+    :func:`spectune.observe.api.observation_operating_point`) when it has none of its own,
+    and the note saying so; unchanged (no note) when lengths were given or none were seen."""
+    p, g = point.get("mean_prompt_tokens"), point.get("mean_generation_tokens")
+    if workload.lengths or not p or not g or p < 1 or g < 1:
+        return workload, ()
+    where = "a decode-only worker, priced without prefill" if workload.disaggregated else \
+        "the step carries the prefill arriving per step"
+    return (replace(workload, lengths=(LengthClass(float(p), float(g)),)),
+            (f"observed lengths: prompts of {p:,.0f} tokens, {g:,.0f} generated tokens per request "
+             f"(means of the finished requests), taken as the workload's ({where}; "
+             "--prompt-tokens / --output-tokens or workload.prompt_tokens win)",))

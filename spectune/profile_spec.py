@@ -269,14 +269,14 @@ WORKLOAD = Obj((
     _opt("disaggregated", Flag()),
 ), "the operating points: every batch size x context length; prompt/output lengths price the "
    "prefill an aggregated worker's steps carry", rules=(
-    Rule({"anyOf": [{"required": [k]} for k in CONTEXT_SOURCES]},
-         lambda v: None if any(k in v for k in CONTEXT_SOURCES) else (
-             "context_lengths", "missing (or give prompt_tokens with output_tokens, or "
-                                "length_classes: the context then defaults to prompt + output / 2)")),
     needs("prompt_tokens", None, ("output_tokens",), "prompt_tokens needs 'output_tokens' (mean tokens)"),
     needs("output_tokens", None, ("prompt_tokens",), "output_tokens needs 'prompt_tokens' (mean tokens)"),
     not_together("prompt_tokens", "length_classes"),
     not_together("output_tokens", "length_classes"),
+    Rule({"anyOf": [{"required": [k]} for k in CONTEXT_SOURCES]},
+         lambda v: None if any(k in v for k in CONTEXT_SOURCES) else (
+             "context_lengths", "missing (or give prompt_tokens with output_tokens, or "
+                                "length_classes: the context then defaults to prompt + output / 2)")),
 ))
 
 PROFILE = Kind("Profile", "spectune recommend|emit|cost|check PROFILE",

@@ -6,7 +6,7 @@ the running decodes first and then chunks of waiting prompts (vLLM
 ``vllm/v1/core/sched/scheduler.py``: running requests are scheduled before waiting ones, a
 prompt longer than what is left of the budget is chunked; SGLang's mixed chunked prefill
 likewise), so prefill rides inside decode steps (Sarathi-Serve, Agrawal et al., OSDI 2024,
-arXiv 2403.02369, "chunked-prefills" and "stall-free batching").
+arXiv 2403.02310, "chunked-prefills" and "stall-free batching").
 
 Steady state, closed loop, uniform arrivals. B sequences decode concurrently; each step
 commits m tokens per sequence (m = 1 without speculation, m(gamma) with it), so

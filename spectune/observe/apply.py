@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from spectune.deployment import Deployment, Workload
+from spectune.deployment import Deployment
 from spectune.draft_share import undrafted_share
+from spectune.lengths import observed_lengths
 from spectune.observe.api import observation_acceptance, observation_operating_point
 from spectune.observe.observation import Observation
 
@@ -30,9 +31,12 @@ def apply_observation(dep: Deployment, obs: Observation, *, keep_batches: bool =
     point = observation_operating_point(obs)
     batches = tuple(point["batch_sizes"]) if not keep_batches else ()
     contexts = tuple(point["context_lengths"]) if not keep_contexts else ()
-    workload = Workload(batches or dep.workload.batch_sizes, contexts or dep.workload.context_lengths)
+    workload = replace(dep.workload, batch_sizes=batches or dep.workload.batch_sizes,
+                       context_lengths=contexts or dep.workload.context_lengths)
     mix = dict(zip(point["batch_sizes"], point["batch_weights"], strict=True)) or None
     notes = tuple(f"observed operating point: {n}" for n in point["notes"])
+    workload, carried = observed_lengths(workload, point)
+    notes += carried
     notes += (batch_note(point, dep.workload.batch_sizes, keep_batches),)
     out = replace(dep, acceptance=observation_acceptance(obs), workload=workload)
     t, s = obs.steps, obs.speculation
