@@ -3,6 +3,7 @@ prefill each decode step carries (spectune.cost.prefill) and the diluted speedup
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from spectune.profiles import load_deployment, load_engine, load_gpu, load_model
 from spectune.speedup import speedup_grid
 
 EXAMPLE = "llama-3.1-70b-h100-eagle3"
+SERVE = "vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4\n"
 
 
 def _with(dep: Deployment, isl: float, osl: float, **kw: object) -> Deployment:
@@ -147,7 +149,7 @@ def test_speedup_falls_monotonically_as_prompts_grow(batch: int, alpha: float, o
     decode_only = float(speedup_grid(dep).speedup[0, 0].max())
     assert decode_only > 1.05  # speculation pays here: the property is not vacuous
     best = [float(speedup_grid(_with(dep, r * osl, osl)).speedup[0, 0].max()) for r in sorted(ratios)]
-    assert all(b2 <= b1 * (1 + 1e-9) for b1, b2 in zip(best, best[1:], strict=False)), best
+    assert all(b2 <= b1 * (1 + 1e-9) for b1, b2 in itertools.pairwise(best)), best
     assert best[0] <= decode_only * (1 + 1e-9) and best[-1] < decode_only
 
 
@@ -245,7 +247,7 @@ def test_cli_lengths_dilute_recommend_and_speedup_and_cost_shows_prefill() -> No
     ["check", "x.yaml", "--profile", EXAMPLE]])
 def test_every_command_wants_both_lengths(command: list[str], tmp_path: Path) -> None:
     conf = tmp_path / "x.sh"
-    conf.write_text("vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4\n", encoding="utf-8")
+    conf.write_text(SERVE, encoding="utf-8")
     command = [str(conf) if c == "x.yaml" else c for c in command]
     res = CliRunner().invoke(cli, [*command, "--prompt-tokens", "100"])
     assert res.exit_code == 2 and "--output-tokens" in res.stderr, res.output
@@ -259,7 +261,7 @@ def test_emit_and_check_take_the_lengths(tmp_path: Path) -> None:
     b = CliRunner().invoke(cli, ["emit", EXAMPLE, "vllm", *long])
     assert a.exit_code == b.exit_code == 0 and a.stdout != b.stdout
     conf = tmp_path / "serve.sh"
-    conf.write_text("vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4\n", encoding="utf-8")
+    conf.write_text(SERVE, encoding="utf-8")
     c = CliRunner().invoke(cli, ["check", str(conf), "--profile", EXAMPLE, "-o", "json"])
     d = CliRunner().invoke(cli, ["check", str(conf), "--profile", EXAMPLE, "-o", "json", *long])
     assert c.exit_code in (0, 1) and d.exit_code in (0, 1) and c.stdout != d.stdout
@@ -294,3 +296,34 @@ def test_drafter_prefill_is_priced_on_the_speculative_path_only() -> None:
     np.testing.assert_allclose(ge.prefill[..., 0], gn.prefill[..., 0])  # gamma 0: no drafter runs
     # gamma 1: the EAGLE head also prefills, the n-gram drafter has no model
     assert (ge.prefill[..., 1] / ge.expected_tokens[1] > gn.prefill[..., 1] / gn.expected_tokens[1]).all()
+
+
+def test_observed_lengths_are_carried_into_the_workload_unless_given() -> None:
+    import spectune
+
+    here = Path(__file__).parent / "fixtures" / "closed-loop"  # windows captured from a real vLLM
+    obs = spectune.load_observation(here / "k3-c16.yaml")
+    p, g = obs.operating_point.prompt_tokens, obs.operating_point.generation_tokens
+    assert p is not None and g is not None and p.mean and g.mean
+    rec = spectune.recommend(here / "profile.yaml", observation=obs)
+    assert rec.deployment.workload.lengths == (LengthClass(p.mean, g.mean),)
+    assert rec.grid.prefill is not None and any(n.startswith("observed lengths") for n in rec.notes)
+    # a profile's own lengths win over the observed ones (and no note claims otherwise)
+    dep = with_lengths(load_deployment(str(here / "profile.yaml")), 500.0, 50.0, contexts_given=True)
+    again = spectune.recommend(dep, observation=obs)
+    assert again.deployment.workload.lengths == (LengthClass(500.0, 50.0),)
+    assert not any(n.startswith("observed lengths") for n in again.notes)
+    res = CliRunner().invoke(cli, ["recommend", str(here / "profile.yaml"), "--observed",
+                                   str(here / "k3-c16.yaml")])
+    assert res.exit_code == 0 and "observed lengths" in res.stderr
+
+
+def test_the_report_shows_the_speedup_falling_as_prompts_grow() -> None:
+    from spectune.prompt_table import RATIOS, prompt_growth
+
+    pg = prompt_growth(load_deployment(EXAMPLE), 8192, [1, 16, 64])
+    assert pg.speedup.shape == (3, 1 + len(RATIOS))
+    assert (np.diff(pg.speedup, axis=1) <= 1e-9).all() and (pg.speedup[:, -1] < pg.speedup[:, 0]).all()
+    assert (pg.gamma[:, -1] <= pg.gamma[:, 0]).all()
+    res = CliRunner().invoke(cli, ["report", EXAMPLE, "--batch", "1", "--batch", "64"])
+    assert res.exit_code == 0 and "How the speedup falls as prompts grow" in res.stdout
