@@ -96,14 +96,26 @@ def prompt_tokens_per_step(lengths: Sequence[LengthClass], B: ArrayLike, m: Arra
     return np.asarray(m, dtype=float) * np.asarray(B, dtype=float) * isl / osl
 
 
-def budget_split(P: ArrayLike, B: ArrayLike, T: ArrayLike, par: Parallelism,
-                 budget: int) -> tuple[Array, Array]:
-    """(P_in, n): prompt tokens riding in the decode step, and prefill-only steps of
-    ``budget`` tokens per scheduler per decode step for the rest."""
+def budget_split(P: ArrayLike, isl: float, B: ArrayLike, T: ArrayLike, par: Parallelism,
+                 budget: int) -> tuple[Array, Array, Array]:
+    """(c, q, n) for P prompt tokens per decode step (whole instance) of prompts of ``isl``
+    tokens: a step that carries prefill carries c = min(room, max(ISL, P)) prompt tokens (a
+    whole prompt, or all that arrived, as far as the budget the decode tokens leave, room =
+    dp K - B T, allows); a share q = min(1, P / c) of the decode steps carries one; the rest,
+    P - q c, runs in n prefill-only steps of K tokens per scheduler per decode step.
+    Prompts arrive whole, not spread over steps: what a step that carries one costs is what
+    matters (a prompt's MoE GEMM reads every expert once, not a few per step)."""
     Pa = np.asarray(P, dtype=float)
     room = np.maximum(par.dp * float(budget) - np.asarray(B, dtype=float) * np.asarray(T, dtype=float), 0.0)
-    inside = np.minimum(Pa, room)
-    return inside, (Pa - inside) / (par.dp * float(budget))
+    chunk = np.minimum(room, np.maximum(isl, Pa))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(chunk > 0, np.minimum(Pa / chunk, 1.0), 0.0)
+    return chunk, share, (Pa - share * chunk) / (par.dp * float(budget))
+
+
+def _times(k: Array, c: Component, shape: tuple[int, ...]) -> Component:
+    return Component(*(np.broadcast_to(k * x, shape) for x in (
+        c.flops, c.bytes, c.seconds, c.compute_seconds, c.memory_seconds, c.fixed_seconds)))
 
 
 def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
@@ -118,16 +130,16 @@ def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None
 
     Ba, Ta, Sa, ma = (np.asarray(x, dtype=float) for x in (B, T, S, m))
     shape = np.broadcast_shapes(Ba.shape, Ta.shape, Sa.shape, ma.shape)
-    osl = mean_lengths(lengths)[1]
+    isl, osl = mean_lengths(lengths)
     K = budget or (engine.max_num_batched_tokens if engine is not None else DEFAULT_BUDGET)
     P = prompt_tokens_per_step(lengths, Ba, ma)
-    inside, extra = budget_split(P, Ba, Ta, par, K)
-    finishing = ma / osl  # prompts finishing per step, per decode sequence: one logit row each
-    # GEMMs and collectives at the combined rows, less the decode step's own
-    mixed = step_cost(model, gpu, par, None, Ba, Ta + inside / Ba, Sa, achieved=achieved,
-                      logit_positions=Ta + finishing)
+    chunk, q, extra = budget_split(P, isl, Ba, Ta, par, K)
+    # GEMMs and collectives of a step carrying a chunk, at the combined rows (one logit row per
+    # prompt it finishes), less the decode step's own; in a share q of the steps
+    mixed = step_cost(model, gpu, par, None, Ba, Ta + chunk / Ba, Sa, achieved=achieved,
+                      logit_positions=Ta + chunk / isl / Ba)
     decode = step_cost(model, gpu, par, None, Ba, Ta, Sa, achieved=achieved)
-    total = _minus(_parts(mixed, ROW_PARTS, shape), _parts(decode, ROW_PARTS, shape))
+    total = _times(q, _minus(_parts(mixed, ROW_PARTS, shape), _parts(decode, ROW_PARTS, shape)), shape)
     # prefill-only steps for what the budget leaves out: K rows per scheduler each
     alone = step_cost(model, gpu, par, None, float(par.dp), float(K), 0.0, achieved=achieved,
                       logit_positions=0.0)
@@ -135,19 +147,15 @@ def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None
     if engine is not None:
         per_alone = per_alone + fixed(overhead_seconds(model, engine, par, np.asarray(float(par.dp)),
                                                        np.asarray(float(K)), False))
-    total = total + Component(*(np.broadcast_to(extra * x, shape) for x in (
-        per_alone.flops, per_alone.bytes, per_alone.seconds, per_alone.compute_seconds,
-        per_alone.memory_seconds, per_alone.fixed_seconds)))
+    total = total + _times(extra, per_alone, shape)
     # attention over each class's prompt prefix: L queries over L / 2 positions per prompt;
-    # its kernels' fixed cost only in the steps that carry a chunk of a prompt (a share q)
-    room = np.maximum(par.dp * float(K) - Ba * Ta, 1.0)
+    # its kernels' fixed cost only in the share q of steps that carry a chunk
     share_total = sum(c.share for c in lengths)
     for c in lengths:
         prompts = ma * Ba * (c.share / share_total) / osl
         att = step_cost(model, gpu, par, None, prompts, c.prompt_tokens, c.prompt_tokens / 2.0,
                         achieved=achieved, logit_positions=0.0)
         part = _parts(att, _attention_names(att), shape)
-        q = np.minimum(prompts * np.maximum(c.prompt_tokens / room, 1.0), 1.0)
         total = total + Component(part.flops, part.bytes, part.seconds - (1.0 - q) * part.fixed_seconds,
                                   part.compute_seconds, part.memory_seconds, q * part.fixed_seconds)
     if engine is not None:
