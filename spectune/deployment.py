@@ -110,6 +110,9 @@ class Engine:
     #: chunked-prefill token budget per step and scheduler (vLLM ``--max-num-batched-tokens``,
     #: SGLang ``--chunked-prefill-size``): profiles/engines/*.yaml cite each engine's default.
     max_num_batched_tokens: int = 8192
+    #: whether prefill chunks ride in decode steps (vLLM V1 always; SGLang with
+    #: ``--enable-mixed-chunk``, off by default) or run as passes of their own
+    mixed_prefill: bool = True
 
     def draft_overhead(self, kind: str = "") -> float:
         """Fixed seconds of one drafter pass of a ``kind`` drafter."""

@@ -158,6 +158,8 @@ ENGINE = Obj((
                                           description="chunked-prefill token budget per step (vLLM "
                                                       "--max-num-batched-tokens, SGLang "
                                                       "--chunked-prefill-size), tokens")),
+    _opt("mixed_prefill", Flag("prefill chunks ride in decode steps (vLLM; SGLang --enable-mixed-chunk) "
+                               "rather than running as passes of their own")),
     _opt("base", Text("a built-in engine whose constants the others override")),
 ), "a serving engine's overheads",
     rules=(all_of_keys(ENGINE_REQUIRED, "base", "required unless 'base' names a built-in engine"),))

@@ -212,6 +212,7 @@ def engine_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], base: Eng
                                      if by_kind is not None else b.draft_pass_overhead_by_kind),
         prefill_token_cost=us("prefill_token_cost_us", b.prefill_token_cost),
         max_num_batched_tokens=int(v.get("max_num_batched_tokens", b.max_num_batched_tokens)),
+        mixed_prefill=bool(v.get("mixed_prefill", b.mixed_prefill)),
     )
 
 

@@ -352,3 +352,64 @@ def test_aggregated_step_matches_measured_serving_tpot_the_decode_step_misses() 
     assert len(agg) >= 12 and all(0.85 <= a <= 1.1 for a in agg), agg
     assert float(np.median(np.abs(np.array(agg) - 1))) < 0.05
     assert min(dec) < 0.6 and float(np.median(dec)) < 0.9  # decode only: too cheap
+
+
+def test_prefill_in_passes_of_its_own_costs_a_weight_read_more_than_riding_in_decode_steps() -> None:
+    """SGLang runs prefill as passes of its own unless --enable-mixed-chunk (profiles/engines/
+    sglang.yaml mixed_prefill: false); vLLM mixes chunks into decode steps (Sarathi-Serve)."""
+    dep = load_deployment(EXAMPLE)
+    lengths = (LengthClass(2000, 500),)
+    assert not load_engine("sglang").mixed_prefill and load_engine("vllm").mixed_prefill
+    args = (dep.model, dep.gpu, dep.parallelism)
+    B = np.array([1.0, 8.0, 32.0])
+    rest = (lengths, B, 1.0, 2250.0, 1.0)
+    mixed = prefill_cost(*args, dep.engine, *rest).seconds
+    own = prefill_cost(*args, replace(dep.engine, mixed_prefill=False), *rest).seconds
+    assert (own > mixed).all()
+
+
+SGL = "python -m sglang.launch_server --model-path m"
+
+
+@pytest.mark.parametrize(("command", "budget", "mixed"), [
+    ("vllm serve m --max-num-batched-tokens 2048", 2048, None),
+    ("vllm serve m --max_num_batched_tokens=512", 512, None),
+    (f"{SGL} --chunked-prefill-size 4096 --enable-mixed-chunk", 4096, True),
+    (f"{SGL} --chunked-prefill-size -1", None, None),
+    (SGL, None, None),
+])
+def test_check_reads_the_token_budget_from_the_serving_command(
+        tmp_path: Path, command: str, budget: int | None, mixed: bool | None) -> None:
+    from spectune.engines.options import with_configured_budget
+    from spectune.serving_config import read_serving_config
+
+    f = tmp_path / "serve.sh"
+    f.write_text(command + "\n", encoding="utf-8")
+    conf = read_serving_config(str(f))
+    assert (conf.token_budget, conf.mixed_prefill) == (budget, mixed)
+    dep = with_configured_budget(load_deployment(EXAMPLE), conf)
+    assert dep.engine.max_num_batched_tokens == (budget or 8192)
+    assert dep.engine.mixed_prefill == (True if mixed is None else mixed)
+
+
+@pytest.mark.parametrize("command", ["vllm serve m --max-num-batched-tokens 0",
+                                     "vllm serve m --max-num-batched-tokens -1",
+                                     f"{SGL} --chunked-prefill-size 1.5", f"{SGL} --chunked-prefill-size 0"])
+def test_a_bad_configured_budget_is_a_usage_error(tmp_path: Path, command: str) -> None:
+    f = tmp_path / "serve.sh"
+    f.write_text(command + "\n", encoding="utf-8")
+    res = CliRunner().invoke(cli, ["check", str(f), "--profile", EXAMPLE])
+    assert res.exit_code == 2 and str(f) in res.stderr, res.stderr
+    assert "--chunked-prefill-size" in res.stderr or "--max-num-batched-tokens" in res.stderr, res.stderr
+
+
+def test_check_prices_the_configured_budget(tmp_path: Path) -> None:
+    long = ["--prompt-tokens", "30000", "--output-tokens", "200", "-o", "json"]
+    out = []
+    for budget in (65536, 256):
+        f = tmp_path / f"serve{budget}.sh"
+        f.write_text(f"{SERVE.strip()} --max-num-batched-tokens {budget}\n", encoding="utf-8")
+        res = CliRunner().invoke(cli, ["check", str(f), "--profile", EXAMPLE, *long])
+        assert res.exit_code in (0, 1), res.output
+        out.append(res.stdout)
+    assert out[0] != out[1]

@@ -1,45 +1,48 @@
 """The prefill an aggregated worker's decode step carries, per GPU (issue 21, item 2).
 
-An aggregated worker runs prefill and decode on the same GPUs: the scheduler fills each
-step's token budget (vLLM ``max_num_batched_tokens``, SGLang ``chunked_prefill_size``) with
-the running decodes first and then chunks of waiting prompts (vLLM
-``vllm/v1/core/sched/scheduler.py``: running requests are scheduled before waiting ones, a
-prompt longer than what is left of the budget is chunked; SGLang's mixed chunked prefill
-likewise), so prefill rides inside decode steps (Sarathi-Serve, Agrawal et al., OSDI 2024,
-arXiv 2403.02310, "chunked-prefills" and "stall-free batching").
+An aggregated worker runs prefill and decode on the same GPUs. vLLM V1 fills each step's
+token budget (``max_num_batched_tokens``) with the running requests first and then with
+(chunks of) waiting prompts (``vllm/v1/core/sched/scheduler.py``, "First, schedule the
+RUNNING requests", then the WAITING ones with what is left of ``token_budget``), so prefill
+rides inside decode steps (Sarathi-Serve, Agrawal et al., OSDI 2024, arXiv 2403.02310,
+"chunked-prefills" and "stall-free batching"). SGLang chunks prompts under
+``chunked_prefill_size`` too but runs them as forward passes of their own unless
+``--enable-mixed-chunk`` (``ServerArgs.enable_mixed_chunk = False``): the engine profile's
+``mixed_prefill`` says which.
 
 Steady state, closed loop, uniform arrivals. B sequences decode concurrently; each step
 commits m tokens per sequence (m = 1 without speculation, m(gamma) with it), so
 B m / OSL requests finish per step and as many new prompts of ISL tokens arrive
-(closed loop): the step carries on average
+(closed loop): the steps carry on average
 
-    P = m B ISL / OSL                                                   prompt tokens,
+    P = m B ISL / OSL                                                   prompt tokens per step,
 
-with ISL, OSL the request-weighted mean prompt and output lengths (with length classes,
-attention is summed per class: it is quadratic in each prompt). Under a budget K per
-scheduler (dp schedulers), the decode tokens B T come first; the prompt tokens that fit,
-P_in = min(P, max(dp K - B T, 0)), ride in the step; the rest runs in prefill-only steps of
-K tokens, n = (P - P_in) / (dp K) of them per decode step, and the mean step is the total
-work over the decode steps. Priced per component with the same kernel curves as a decode
-step (:mod:`spectune.cost.kernels`):
+ISL, OSL the request-weighted mean prompt and output lengths (with length classes, attention
+is summed per class: it is quadratic in each prompt). Prompts arrive whole: under a budget K
+per scheduler (dp schedulers) a step that carries prefill carries c = min(room, max(ISL, P))
+prompt tokens, room = dp K - B T (mixed; dp K for passes of their own), in a share
+q = min(1, P / c) of the decode steps; what the budget leaves out runs in n = (P - q c) / (dp K)
+prefill-only steps of K tokens per decode step; the mean step is the total work over the
+decode steps (:func:`budget_split`). Priced per component with the same kernel curves as a
+decode step (:mod:`spectune.cost.kernels`):
 
-* GEMMs (attention projections, dense FFN, MoE experts) and the collectives: priced at the
-  combined row count B T + P_in (weights read once per step: Sarathi-Serve's point, a
-  prefill chunk turns the decode step's memory-bound GEMMs compute-bound), less the decode
-  step's own price; the prefill-only steps at K rows each, with the engine's fixed pass cost;
+* GEMMs (attention projections, dense FFN, MoE experts) and the collectives: mixed, at the
+  combined row count B T + c less the decode step's own price (weights read once per step:
+  Sarathi-Serve's point, a prefill chunk turns the decode step's memory-bound GEMMs
+  compute-bound); a pass of its own, at c rows with the engine's fixed pass cost; times q.
+  The prefill-only steps at K rows each, with the engine's fixed pass cost;
 * attention over the prompt prefix: causal, so a prompt of L tokens costs L queries over
-  L / 2 positions on average (compute-bound, quadratic in L; the prefix re-read per chunk
-  is left out, as :func:`spectune.validation.prefill_seconds` does); its kernels' fixed cost
-  is paid only in the share q = min(1, prompts per step x max(1, L / room)) of steps that
-  carry a chunk (room: the budget the decode tokens leave), not in every step;
-* the LM head only at the last prompt position of each finishing prompt (B m / OSL rows);
-* the engine's per-prompt-token work, ``prefill_token_cost`` (profiles/engines/*.yaml,
-  fitted by scripts/fit_engine_serving.py), P / dp per GPU.
+  L / 2 positions on average (compute-bound, quadratic in L; the prefix re-read per chunk is
+  left out), as :func:`spectune.validation.prefill_seconds` prices a prompt; its kernels'
+  fixed cost only in the share q of steps that carry a chunk;
+* the LM head only at the last position of each prompt (c / ISL rows in a step with a chunk);
+* the engine's per-prompt-token work, ``prefill_token_cost`` (profiles/engines/*.yaml, fitted
+  by scripts/fit_engine_serving.py through the validation's serving model), P / dp per GPU.
 
-A model drafter (EAGLE, MTP, a draft model) also runs over the prompt tokens in its first
-pass on the speculative path (vLLM's EAGLE proposer takes the target's hidden states of every
-scheduled token), priced the same way with its own model and no engine terms. The speedup,
-diluted (:mod:`spectune.speedup`):
+A model drafter (EAGLE, MTP, a draft model) also runs over the prompt tokens on the
+speculative path (vLLM's EAGLE proposer takes the target's hidden states of every scheduled
+token), priced the same way with its own model and no engine terms. The speedup, diluted
+(:mod:`spectune.speedup`):
 
     Sp(gamma) = m(gamma) (C0 + F(1)) / (C_verify(gamma + 1) + C_draft(gamma) + F(m(gamma))),
 
@@ -97,16 +100,18 @@ def prompt_tokens_per_step(lengths: Sequence[LengthClass], B: ArrayLike, m: Arra
 
 
 def budget_split(P: ArrayLike, isl: float, B: ArrayLike, T: ArrayLike, par: Parallelism,
-                 budget: int) -> tuple[Array, Array, Array]:
+                 budget: int, mixed: bool = True) -> tuple[Array, Array, Array]:
     """(c, q, n) for P prompt tokens per decode step (whole instance) of prompts of ``isl``
     tokens: a step that carries prefill carries c = min(room, max(ISL, P)) prompt tokens (a
     whole prompt, or all that arrived, as far as the budget the decode tokens leave, room =
     dp K - B T, allows); a share q = min(1, P / c) of the decode steps carries one; the rest,
     P - q c, runs in n prefill-only steps of K tokens per scheduler per decode step.
     Prompts arrive whole, not spread over steps: what a step that carries one costs is what
-    matters (a prompt's MoE GEMM reads every expert once, not a few per step)."""
+    matters (a prompt's MoE GEMM reads every expert once, not a few per step). Not ``mixed``
+    (prefill in passes of its own): the whole budget is room, room = dp K."""
     Pa = np.asarray(P, dtype=float)
-    room = np.maximum(par.dp * float(budget) - np.asarray(B, dtype=float) * np.asarray(T, dtype=float), 0.0)
+    decode = np.asarray(B, dtype=float) * np.asarray(T, dtype=float) if mixed else 0.0
+    room = np.maximum(par.dp * float(budget) - decode, 0.0)
     chunk = np.minimum(room, np.maximum(isl, Pa))
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(chunk > 0, np.minimum(Pa / chunk, 1.0), 0.0)
@@ -133,13 +138,22 @@ def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None
     isl, osl = mean_lengths(lengths)
     K = budget or (engine.max_num_batched_tokens if engine is not None else DEFAULT_BUDGET)
     P = prompt_tokens_per_step(lengths, Ba, ma)
-    chunk, q, extra = budget_split(P, isl, Ba, Ta, par, K)
-    # GEMMs and collectives of a step carrying a chunk, at the combined rows (one logit row per
-    # prompt it finishes), less the decode step's own; in a share q of the steps
-    mixed = step_cost(model, gpu, par, None, Ba, Ta + chunk / Ba, Sa, achieved=achieved,
-                      logit_positions=Ta + chunk / isl / Ba)
-    decode = step_cost(model, gpu, par, None, Ba, Ta, Sa, achieved=achieved)
-    total = _times(q, _minus(_parts(mixed, ROW_PARTS, shape), _parts(decode, ROW_PARTS, shape)), shape)
+    mixing = engine is None or engine.mixed_prefill
+    chunk, q, extra = budget_split(P, isl, Ba, Ta, par, K, mixing)
+    if mixing:  # GEMMs and collectives of a step carrying a chunk, at the combined rows (one
+        # logit row per prompt it finishes), less the decode step's own; in a share q of steps
+        mixed = step_cost(model, gpu, par, None, Ba, Ta + chunk / Ba, Sa, achieved=achieved,
+                          logit_positions=Ta + chunk / isl / Ba)
+        decode = step_cost(model, gpu, par, None, Ba, Ta, Sa, achieved=achieved)
+        carried = _minus(_parts(mixed, ROW_PARTS, shape), _parts(decode, ROW_PARTS, shape))
+    else:  # a prefill pass of its own per chunk (SGLang without --enable-mixed-chunk)
+        dp, rows = np.asarray(float(par.dp)), np.broadcast_to(chunk / par.dp, shape)
+        own = step_cost(model, gpu, par, None, dp, rows, 0.0, achieved=achieved, logit_positions=rows / isl)
+        carried = _parts(own, ROW_PARTS, shape)
+        if engine is not None:
+            pass_cost = overhead_seconds(model, engine, par, dp, rows, False)
+            carried = carried + fixed(np.broadcast_to(pass_cost, shape))
+    total = _times(q, carried, shape)
     # prefill-only steps for what the budget leaves out: K rows per scheduler each
     alone = step_cost(model, gpu, par, None, float(par.dp), float(K), 0.0, achieved=achieved,
                       logit_positions=0.0)
