@@ -173,9 +173,11 @@ def read_budget(conf: Configured, opt: str, val: Any, line: int | None) -> bool:
     chunking off (no budget stated)."""
     if opt not in BUDGET_OPTIONS or val is None:
         return False
-    n = whole_number(val, opt, conf.file, line, lo=-1, hi=MAX_CONTEXT)
-    if n == 0 or (n < 0 and opt != "--chunked-prefill-size"):
-        raise InputError(f"{opt} must be a positive whole number, got {short(val)}", conf.file, line)
+    sglang = opt == "--chunked-prefill-size"
+    n = whole_number(val, opt, conf.file, line, lo=-1 if sglang else 1, hi=MAX_CONTEXT)
+    if n == 0:
+        raise InputError(f"{opt} must be a positive whole number (SGLang: or -1, no chunking), got 0",
+                         conf.file, line)
     conf.token_budget = n if n > 0 else None
     return True
 
