@@ -19,11 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from spectune.deployment import Deployment, LengthClass, Workload
 from spectune.errors import InputError
-from spectune.profile_acceptance import Doc
+
+
+class Doc(Protocol):
+    """A loaded profile (:class:`spectune.profiles.Doc`), named here, not imported: the pure
+    core reaches no YAML reader (tests/test_architecture.py)."""
+
+    def error(self, path: tuple[str, ...], message: str) -> InputError: ...
 
 #: How far the shares of ``length_classes`` may miss 1 (YAML decimals such as 0.1 + 0.2).
 SHARE_TOLERANCE = 1e-6
