@@ -349,16 +349,17 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
     dep, mix = _deployment(profile, batches, contexts, gamma_max, alpha, observed, observation, match,
                            calibration, (prompt_tokens, output_tokens))
     rec = run(dep)
-    notes(rec.notes)
     if emit_kind:
         from spectune.emit import build_snippet
 
+        notes(rec.notes)
         snip = build_snippet(rec, emit_kind, mix)
         notes(snip.notes)
         click.echo(snip.text, nl=False)
         return
-    doc = recommendation_doc(rec, *_seed003_extras(dep, ragged or bool(rounds_file), rounds_file,
-                                                   tpot_slo))
+    extras = _seed003_extras(dep, ragged or bool(rounds_file), rounds_file, tpot_slo)  # bad input first
+    notes(rec.notes)
+    doc = recommendation_doc(rec, *extras)
     emit(doc, fmt, variant=_table_variant(detail, fmt, len(doc["context_lengths"])))
 
 

@@ -157,7 +157,8 @@ def price_pass(target: Target, batch: int, tokens: int, context: int, *, achieve
 def pass_lengths(target: Target, prompt_tokens: float | None,
                  output_tokens: float | None) -> tuple[LengthClass, ...]:
     """The request lengths ``spectune cost`` prices a prefill share for: the options', else an
-    aggregated profile's (none for a decode-only worker); a note says which."""
+    aggregated profile's (none for a decode-only worker or without lengths: one pass, as
+    before); a note says so when a prefill share is priced."""
     from spectune.lengths import lengths_notes, with_lengths
     from spectune.notes import notes
 
@@ -166,12 +167,12 @@ def pass_lengths(target: Target, prompt_tokens: float | None,
                                                   target.parallelism, target.engine or NO_ENGINE,
                                                   Workload((1,), (1,)), Acceptance.iid(0.0))
     dep = with_lengths(base, prompt_tokens, output_tokens, contexts_given=True)
-    said = lengths_notes(dep.workload)
-    if dep.workload.aggregated:
-        said = [*said, "cost: the step is a mean: B x T decode tokens plus the prefill arriving per "
-                       "plain step (the 'prefill' component; one token committed per sequence)"]
-    notes(said)
-    return dep.workload.lengths if dep.workload.aggregated else ()
+    if not dep.workload.aggregated:  # one pass of B x T tokens, as before: nothing to say
+        return ()
+    notes([*lengths_notes(dep.workload),
+           "cost: the step is a mean: B x T decode tokens plus the prefill arriving per plain step "
+           "(the 'prefill' component; one token committed per sequence)"])
+    return dep.workload.lengths
 
 
 def target_drafter(target: Target) -> Drafter:
