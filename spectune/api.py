@@ -61,15 +61,19 @@ def _observation(observation: Observation | str | Path | None) -> Observation | 
 def recommend(profile: Deployment | str | Path, *, observation: Observation | str | Path | None = None,
               alpha: float | None = None, batch_sizes: Sequence[int] = (),
               context_lengths: Sequence[int] = (), gamma_max: int | None = None,
-              calibration: str | Path | None = None) -> Recommendation:
+              calibration: str | Path | None = None, prompt_tokens: float | None = None,
+              output_tokens: float | None = None) -> Recommendation:
     """gamma* and its predicted speedup at every (batch size, context length) of ``profile``.
 
     ``observation`` (an :class:`Observation` or an ``observe -o yaml`` file) replaces the
     acceptance and operating points with measured ones; ``alpha`` (i.i.d. acceptance),
     ``batch_sizes``, ``context_lengths`` and ``gamma_max`` override the profile, as the
     same options of ``spectune recommend`` do; ``calibration`` (a ``calibrate -o yaml``
-    file) replaces the engine constants with the fitted ones. The notes (observation,
-    extrapolation) are in ``.notes``."""
+    file) replaces the engine constants with the fitted ones; ``prompt_tokens`` and
+    ``output_tokens`` (mean tokens per request, together) price an aggregated worker's
+    prefill (``--prompt-tokens`` / ``--output-tokens``). The notes (observation,
+    extrapolation, lengths) are in ``.notes``."""
+    from spectune.lengths import with_lengths
     from spectune.overrides import prepare
     from spectune.recommend import recommend as run
 
@@ -80,7 +84,8 @@ def recommend(profile: Deployment | str | Path, *, observation: Observation | st
         dep = apply_calibration(dep, load_calibration(calibration))
     prepared = prepare(dep, observation=_observation(observation), alpha=alpha,
                        batch_sizes=batch_sizes, context_lengths=context_lengths, gamma_max=gamma_max)
-    rec = run(prepared.deployment)
+    rec = run(with_lengths(prepared.deployment, prompt_tokens, output_tokens,
+                           contexts_given=bool(context_lengths)))
     return replace(rec, notes=prepared.notes + rec.notes) if prepared.notes else rec
 
 
@@ -88,32 +93,40 @@ def cost(profile: Deployment | str | Path | None = None, *, gpu: GPU | str | Non
          model: Model | str | None = None, batch: int = 1, tokens: int = 1, context: int = 0,
          tp: int | None = None, ep: int | None = None, dp: int | None = None,
          engine: Engine | str | None = None, achieved: bool = True,
-         coactivation: float | None = None) -> PassCost:
+         coactivation: float | None = None, prompt_tokens: float | None = None,
+         output_tokens: float | None = None) -> PassCost:
     """One forward pass of ``batch`` sequences x ``tokens`` new tokens at ``context`` tokens
     of KV cache, per GPU, by component, with the marginal cost r of each (``spectune cost``).
 
     GPU, model, parallelism and engine come from ``profile`` and/or are given (names of
-    built-ins or objects); ``engine="none"`` is the pure roofline, ``achieved=False`` peak rates."""
-    from spectune.pricing import price_pass, resolve_target
+    built-ins or objects); ``engine="none"`` is the pure roofline, ``achieved=False`` peak rates.
+    ``prompt_tokens`` / ``output_tokens`` (or an aggregated profile's lengths): the pass is the
+    mean step with a ``prefill`` component."""
+    from spectune.pricing import pass_lengths, price_pass, resolve_target
 
     target = resolve_target(_deployment(profile) if profile is not None else None, gpu=gpu, model=model,
                             tp=tp, ep=ep, dp=dp, engine=engine, coactivation=coactivation)
-    return price_pass(target, batch, tokens, context, achieved=achieved)
+    return price_pass(target, batch, tokens, context, achieved=achieved,
+                      lengths=pass_lengths(target, prompt_tokens, output_tokens))
 
 
 def speedup(profile: Deployment | str | Path | None = None, *, gamma: int, batch: int, context: int,
             gpu: GPU | str | None = None, model: Model | str | None = None,
             drafter: Drafter | str | None = None, draft_cost: float | None = None,
-            alpha: float | None = None, engine: Engine | str | None = None) -> PointSpeedup:
+            alpha: float | None = None, engine: Engine | str | None = None,
+            prompt_tokens: float | None = None, output_tokens: float | None = None) -> PointSpeedup:
     """The roofline speedup of draft length ``gamma`` at one (batch, context) point
-    (``spectune speedup``): expected tokens, plain, verify and draft step seconds, speedup."""
+    (``spectune speedup``): expected tokens, plain, verify and draft step seconds, speedup;
+    with ``prompt_tokens`` / ``output_tokens`` the aggregated, diluted speedup."""
+    from spectune.lengths import with_lengths
     from spectune.pricing import resolve_target, speedup_deployment
     from spectune.speedup import point_speedup
 
     target = resolve_target(_deployment(profile) if profile is not None else None, gpu=gpu, model=model,
                             engine=engine)
     dep = speedup_deployment(target, batch, context, drafter=drafter, draft_cost=draft_cost, alpha=alpha)
-    return point_speedup(dep, batch, context, gamma)
+    return point_speedup(with_lengths(dep, prompt_tokens, output_tokens, contexts_given=True),
+                         batch, context, gamma)
 
 
 def widthdepth(profile: Deployment | str | Path, *, positions: int, batch: int | None = None,

@@ -9,7 +9,7 @@ import numpy as np
 
 from spectune.acceptance import Acceptance
 from spectune.cost.roofline import Array
-from spectune.deployment import Deployment, Workload
+from spectune.deployment import Deployment
 from spectune.speedup import SpeedupGrid, speedup_grid
 from spectune.uncertainty import ACCEPTANCE_DESIGN_EFFECT, CALIBRATED_Z, speedup_band
 
@@ -71,6 +71,7 @@ def speedup_bands(dep: Deployment, grid: SpeedupGrid) -> tuple[Array, Array]:
 
 def point_band(dep: Deployment, batch: int, context: int, gamma: int) -> tuple[float, float]:
     """(low, high) of the speedup of ``gamma`` at one (batch, context)."""
-    one = replace(dep, workload=Workload((batch,), (context,)), gamma_max=max(gamma, 1))
+    one = replace(dep, workload=replace(dep.workload, batch_sizes=(batch,), context_lengths=(context,)),
+                  gamma_max=max(gamma, 1))
     lo, hi = speedup_bands(one, speedup_grid(one))
     return float(lo[0, 0, gamma]), float(hi[0, 0, gamma])

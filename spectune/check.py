@@ -171,8 +171,10 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
     the slowdown is gated. gamma* per point is reported alongside (``unconstrained_gamma``)."""
     from spectune.band import speedup_bands
     from spectune.documents import marginal_gain, sig
+    from spectune.engines.options import with_configured_budget
     from spectune.speedup import speedup_grid
 
+    dep = with_configured_budget(dep, conf)  # the budget the server runs with prices its prefill
     if not any(e in dep.engine.name.lower() for e in ENGINES) and dep.engine.name != "none":
         labels = " nor ".join(e.LABEL for e in ENGINES.values())
         conf.warnings.append(f"the profile's engine {dep.engine.name!r} names neither {labels}: its "

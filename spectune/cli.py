@@ -31,7 +31,7 @@ from spectune.limits import (
 )
 from spectune.notes import notes, set_quiet
 from spectune.observe.command import DURATION, prometheus_options
-from spectune.params import DTYPE_OPTION, QUIET_HELP, FiniteFloatRange, add_quiet
+from spectune.params import DTYPE_OPTION, QUIET_HELP, FiniteFloatRange, add_quiet, lengths_options
 from spectune.version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -240,15 +240,18 @@ def _what_if_options(fn: F) -> F:
     ]
     for opt in reversed(opts):
         fn = opt(fn)
-    return fn
+    return lengths_options(fn)
 
 
 def _deployment(profile: str, batches: tuple[int, ...], contexts: tuple[int, ...],
                 gamma_max: int | None, alpha: float | None, observed: str | None,
                 observation: Any = None, match: tuple[str, ...] = (),
-                calibration: str | None = None) -> tuple[Any, dict[int, float] | None]:
+                calibration: str | None = None,
+                lengths: tuple[float | None, float | None] = (None, None),
+                ) -> tuple[Any, dict[int, float] | None]:
     """The profile (with a Calibration file applied) with an observation and what-if overrides
     applied, and the observed batch mix (None without an observation). Notes go to stderr."""
+    from spectune.lengths import with_lengths
     from spectune.overrides import prepare
     from spectune.profiles import load_deployment
 
@@ -260,7 +263,7 @@ def _deployment(profile: str, batches: tuple[int, ...], contexts: tuple[int, ...
     prepared = prepare(dep, observation=observation, alpha=alpha, batch_sizes=batches,
                        context_lengths=contexts, gamma_max=gamma_max)
     notes(prepared.notes)
-    return prepared.deployment, prepared.batch_mix
+    return with_lengths(prepared.deployment, *lengths, contexts_given=bool(contexts)), prepared.batch_mix
 
 
 @cli.command()
@@ -298,7 +301,8 @@ def _deployment(profile: str, batches: tuple[int, ...], contexts: tuple[int, ...
                    "with these labels (repeatable).")
 @calibration_option
 def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
-              gamma_max: int | None, alpha: float | None, observed: str | None, detail: bool,
+              gamma_max: int | None, alpha: float | None, observed: str | None,
+              prompt_tokens: float | None, output_tokens: float | None, detail: bool,
               metrics_url: str | None, window: float | None, interval: float, model_name: str | None,
               token_file: str | None,
               ca_bundle: str | None, emit_kind: str | None, ragged: bool,
@@ -321,9 +325,11 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
     if prometheus:
         from spectune.fleet_command import recommend_prometheus
 
-        if observed or metrics_url or alpha is not None or batches or contexts:
+        if (observed or metrics_url or alpha is not None or batches or contexts or prompt_tokens
+                or output_tokens):
             raise InputError("--prometheus takes acceptance and operating points from Prometheus: "
-                             "not with --observed, --metrics-url, --alpha, --batch or --context")
+                             "not with --observed, --metrics-url, --alpha, --batch, --context, "
+                             "--prompt-tokens or --output-tokens")
         recommend_prometheus(profile, prometheus, match, fmt, emit_kind, gamma_max, dict(
             window=window, interval=interval, selector=selector, by=by, at=at, timeout=30.0,
             token_env="SPECTUNE_METRICS_TOKEN", token_file=token_file, ca_bundle=ca_bundle,
@@ -341,18 +347,19 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
         observation = observe_url(metrics_url, window=window or DEFAULT_WINDOW_SECONDS, interval=interval,
                                   model_name=model_name, token_file=token_file, ca_bundle=ca_bundle)
     dep, mix = _deployment(profile, batches, contexts, gamma_max, alpha, observed, observation, match,
-                           calibration)
+                           calibration, (prompt_tokens, output_tokens))
     rec = run(dep)
-    notes(rec.notes)
     if emit_kind:
         from spectune.emit import build_snippet
 
+        notes(rec.notes)
         snip = build_snippet(rec, emit_kind, mix)
         notes(snip.notes)
         click.echo(snip.text, nl=False)
         return
-    doc = recommendation_doc(rec, *_seed003_extras(dep, ragged or bool(rounds_file), rounds_file,
-                                                   tpot_slo))
+    extras = _seed003_extras(dep, ragged or bool(rounds_file), rounds_file, tpot_slo)  # bad input first
+    notes(rec.notes)
+    doc = recommendation_doc(rec, *extras)
     emit(doc, fmt, variant=_table_variant(detail, fmt, len(doc["context_lengths"])))
 
 
@@ -365,6 +372,7 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
 @calibration_option
 def report_command(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[int, ...],
                    gamma_max: int | None, alpha: float | None, observed: str | None,
+                   prompt_tokens: float | None, output_tokens: float | None,
                    calibration: str | None) -> None:
     """An HTML report for PROFILE: why gamma* changes with batch size and context.
 
@@ -384,7 +392,7 @@ def report_command(profile: str, fmt: str, batches: tuple[int, ...], contexts: t
     from spectune.report import deploy_settings, report_html
 
     dep, mix = _deployment(profile, batches, contexts, gamma_max, alpha, observed,
-                           calibration=calibration)
+                           calibration=calibration, lengths=(prompt_tokens, output_tokens))
     rec = run(dep)
     notes(rec.notes)
     doc = _clean(recommendation_doc(rec))
@@ -468,10 +476,12 @@ def common_options(fn: F) -> F:
 @click.option("--coactivation", type=FiniteFloatRange(0, 1),
               help="MoE routing: share F of a token's experts the previous position of its sequence "
                    "also used; overrides the profile's routing. 0 with no skew = uniform.")
+@lengths_options
 @output_option()
 def cost(profile: str | None, gpu: str | None, model: str | None, dtypes: tuple[str, ...], tp: int | None,
          ep: int | None, dp: int | None, engine: str | None, batches: tuple[int, ...],
-         tokens: int, context: int, peak: bool, coactivation: float | None, fmt: str) -> None:
+         tokens: int, context: int, peak: bool, coactivation: float | None,
+         prompt_tokens: float | None, output_tokens: float | None, fmt: str) -> None:
     """Cost of one forward pass per GPU, by component.
 
     Shows FLOPs, bytes, time, arithmetic intensity, which roofline bound applies and the
@@ -485,12 +495,14 @@ def cost(profile: str | None, gpu: str | None, model: str | None, dtypes: tuple[
       spectune cost --profile qwen3-30b-a3b-h100-eagle3 --batch 1 --batch 256 --tokens 3 --context 8192
     """
     from spectune.documents import sweep_doc
-    from spectune.pricing import price_pass, resolve_target
+    from spectune.pricing import pass_lengths, price_pass, resolve_target
     from spectune.user_model import parse_dtypes
 
     target = resolve_target(profile, gpu=gpu, model=model, tp=tp, ep=ep, dp=dp, engine=engine,
                             coactivation=coactivation, dtypes=parse_dtypes(dtypes))
-    passes = [price_pass(target, batch, tokens, context, achieved=not peak) for batch in batches]
+    lengths = pass_lengths(target, prompt_tokens, output_tokens)
+    passes = [price_pass(target, batch, tokens, context, achieved=not peak, lengths=lengths)
+              for batch in batches]
     for pc in passes:
         warn_if_too_big(pc.memory, pc.batch, context)
     docs = [pc.to_dict() for pc in passes]
@@ -545,12 +557,14 @@ def widthdepth(profile: str, positions: int, batch: int | None, alpha: float | N
 @click.option("--batch", type=click.IntRange(1, MAX_BATCH), help="Batch size, for the roofline speedup.")
 @click.option("--context", type=click.IntRange(0, MAX_CONTEXT),
               help="Context length, for the roofline speedup.")
+@lengths_options
 @calibration_option
 @output_option()
 def speedup(profile: str | None, gpu: str | None, model: str | None, dtypes: tuple[str, ...], tp: int | None,
             ep: int | None, dp: int | None, engine: str | None, alpha: float | None,
             gamma: int, draft_cost: float | None, drafter: str | None, batch: int | None,
-            context: int | None, calibration: str | None, fmt: str) -> None:
+            context: int | None, prompt_tokens: float | None, output_tokens: float | None,
+            calibration: str | None, fmt: str) -> None:
     """Predicted speedup of one gamma.
 
     With only --alpha/--gamma/--draft-cost: the closed form of Leviathan et al. (2023, "Fast
@@ -586,9 +600,11 @@ def speedup(profile: str | None, gpu: str | None, model: str | None, dtypes: tup
     warn_if_too_big(memory(target.model, target.drafter, target.gpu, target.parallelism, batch, context,
                            gamma), batch, context)
     target = calibrated(target, calibration)
+    from spectune.lengths import lengths_notes, with_lengths
     from spectune.priors import assumed_note
 
-    notes([n for n in (assumed_note(target.acceptance),) if n])
+    target = with_lengths(target, prompt_tokens, output_tokens, contexts_given=True)
+    notes([n for n in (assumed_note(target.acceptance), *lengths_notes(target.workload)) if n])
     emit(point_speedup_doc(target, batch, context, gamma, point_speedup(target, batch, context, gamma)), fmt)
 
 
@@ -674,11 +690,13 @@ def _batch_mix(values: tuple[str, ...]) -> dict[int, float] | None:
                    "-o yaml` file, as `recommend --observed` takes them.")
 @click.option("--adaptive-config-path", default="spectune-sglang-adaptive.json", show_default=True,
               help="With sglang: the file name --speculative-adaptive-config points at.")
+@lengths_options
 @click.option("--engine-version", metavar="RELEASE",
               help="The engine release the settings are for [default: the engine profile's version]; "
                    "before vLLM 0.24.0 one static gamma replaces the per-batch-size schedule.")
 def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: str | None,
-                 adaptive_config_path: str, engine_version: str | None) -> None:
+                 adaptive_config_path: str, prompt_tokens: float | None, output_tokens: float | None,
+                 engine_version: str | None) -> None:
     """Print the serving-engine settings for PROFILE's recommendation, and nothing else.
 
     \b
@@ -720,6 +738,9 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
         observation = load_observation(observed)
     prepared = prepare(dep, observation=observation, batch_mix=_batch_mix(batch_mix))
     dep, mix, found = prepared.deployment, prepared.batch_mix, list(prepared.notes)
+    from spectune.lengths import with_lengths
+
+    dep = with_lengths(dep, prompt_tokens, output_tokens)
     if observation is not None and prepared.observed_mix is None:
         from spectune.observe.apply import missing_mix_note
 
@@ -739,10 +760,11 @@ def emit_command(profile: str, kind: str, batch_mix: tuple[str, ...], observed: 
               help="With a directory SERVING_CONFIG: YAML mapping each manifest to its profile.")
 @click.option("--tolerance", type=FiniteFloatRange(0, 1), default=DEFAULT_CHECK_TOLERANCE, show_default=True,
               help="Largest acceptable shortfall from the recommended settings' speedup at any point.")
+@lengths_options
 @calibration_option
 @output_option()
 def check_command(serving_config: str, profile: str | None, profile_map: str | None, tolerance: float,
-                  calibration: str | None,
+                  prompt_tokens: float | None, output_tokens: float | None, calibration: str | None,
                   fmt: str) -> None:
     """Gate a deployed serving configuration against PROFILE's recommendation (for CI).
 
@@ -777,6 +799,9 @@ def check_command(serving_config: str, profile: str | None, profile_map: str | N
 
         if not (os.path.isdir(serving_config) and profile_map) or profile:
             raise InputError("check a directory of manifests with --profiles MAP.yaml (not --profile)")
+        if prompt_tokens or output_tokens:
+            raise InputError("--prompt-tokens / --output-tokens check one profile; a directory's profiles "
+                             "give their own workload.prompt_tokens / output_tokens")
         doc, code = check_directory(serving_config, profile_map, tolerance,
                                     lambda w: click.echo(f"spectune: warning: {w}", err=True))
         emit(doc, fmt)
@@ -787,7 +812,9 @@ def check_command(serving_config: str, profile: str | None, profile_map: str | N
     if not profile:
         raise InputError("give --profile PROFILE (or a directory of manifests and --profiles MAP.yaml)")
     conf = read_serving_config(serving_config)
-    dep = calibrated(load_deployment(profile), calibration)
+    from spectune.lengths import with_lengths
+
+    dep = with_lengths(calibrated(load_deployment(profile), calibration), prompt_tokens, output_tokens)
     result = check(conf, dep, tolerance)
     for w in result.warnings:
         click.echo(f"spectune: warning: {w}", err=True)

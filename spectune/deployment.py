@@ -110,6 +110,12 @@ class Engine:
 
     spec_sequence_cost: float = 0.0
     sequence_cost: float = 0.0
+    #: chunked-prefill token budget per step and scheduler (vLLM ``--max-num-batched-tokens``,
+    #: SGLang ``--chunked-prefill-size``): profiles/engines/*.yaml cite each engine's default.
+    max_num_batched_tokens: int = 8192
+    #: whether prefill chunks ride in decode steps (vLLM V1 always; SGLang with
+    #: ``--enable-mixed-chunk``, off by default) or run as passes of their own
+    mixed_prefill: bool = True
 
     def draft_overhead(self, kind: str = "") -> float:
         """Fixed seconds of one drafter pass of a ``kind`` drafter."""
@@ -126,15 +132,37 @@ NO_ENGINE = Engine("none", 0.0, 0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
+class LengthClass:
+    """One class of requests: mean ``prompt_tokens`` and ``output_tokens`` (tokens) and its
+    ``share`` of requests (the shares of a workload sum to 1)."""
+
+    prompt_tokens: float
+    output_tokens: float
+    share: float = 1.0
+
+
+@dataclass(frozen=True)
 class Workload:
     """Operating points: ``batch_sizes`` are concurrent sequences in decode for the whole
-    instance; ``context_lengths`` are tokens already in each sequence's KV cache."""
+    instance; ``context_lengths`` are tokens already in each sequence's KV cache.
+
+    ``lengths``: the requests' prompt and output lengths (one class of means, or several
+    with shares); empty: decode only, as before. With lengths, an aggregated worker's step
+    also carries the prompts that arrive per step (spectune.cost.prefill), unless
+    ``disaggregated`` (a decode-only worker)."""
 
     batch_sizes: tuple[int, ...]
     context_lengths: tuple[int, ...]
     #: tokens at the start of every prompt that all requests share (a system prompt): with
     #: prefix caching the engine keeps them once in the KV cache, not per sequence.
     shared_prefix_tokens: int = 0
+    lengths: tuple[LengthClass, ...] = ()
+    disaggregated: bool = False
+
+    @property
+    def aggregated(self) -> bool:
+        """Whether steps carry prefill: lengths known and not a decode-only worker."""
+        return bool(self.lengths) and not self.disaggregated
 
     def __post_init__(self) -> None:
         # The limits hold whatever path the values came by (profile, --batch, an observation):

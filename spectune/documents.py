@@ -357,7 +357,10 @@ def point_speedup_doc(dep: Deployment, batch: int, context: int, gamma: int,
 
     band = _band(point.speedup, *point_band(dep, batch, context, gamma), gamma > 0)
     return SPEEDUP.dump({
-        "formula": "m(g) C0 / (C_verify(B, g+1, S) + C_draft(B, g, S))  [roofline]",
+        "formula": ("m(g) (C0 + F(1)) / (C_verify(B, g+1, S) + C_draft(B, g, S) + F(m(g)))  [roofline, "
+                    "aggregated: F = the prefill a step carries, inside plain_step and verify]"
+                    if dep.workload.aggregated
+                    else "m(g) C0 / (C_verify(B, g+1, S) + C_draft(B, g, S))  [roofline]"),
         "gpu": dep.gpu.name, "model": dep.model.name, "drafter": dep.drafter.name,
         "batch": batch, "context": context, "gamma": gamma, "acceptance": dep.acceptance.source,
         "expected_tokens": point.expected_tokens, "plain_step_seconds": point.plain_step,

@@ -77,7 +77,8 @@ from spectune.model import Attention, DenseFFN, Drafter, Model, MoE
 GB = 1e9
 #: vLLM's default ``gpu_memory_utilization`` (vllm/config/cache.py).
 MEMORY_UTILIZATION = 0.9
-#: Tokens of vLLM's profiling forward pass (``max_num_batched_tokens`` for ``vllm serve``).
+#: Tokens of vLLM's profiling forward pass when no engine is known: the engine profile's
+#: ``max_num_batched_tokens`` (its chunked-prefill budget, default 8192 for ``vllm serve``).
 PROFILE_TOKENS = 8192
 #: CUDA-graph pool, bytes (estimate, see the module docstring).
 CUDA_GRAPH_BYTES = 1.0 * 2**30
@@ -227,10 +228,11 @@ def _widest_ffn(model: Model) -> int:
     return max(widths)
 
 
-def engine_reserve(model: Model, gpu: GPU, par: Parallelism) -> float:
-    """Bytes the engine keeps from the KV cache on one GPU (module docstring)."""
+def engine_reserve(model: Model, gpu: GPU, par: Parallelism, profile_tokens: int = PROFILE_TOKENS) -> float:
+    """Bytes the engine keeps from the KV cache on one GPU (module docstring); the profiling
+    pass runs ``profile_tokens`` tokens (the engine's ``max_num_batched_tokens``)."""
     b_a = dtype_bytes(model.act_dtype)
-    act = PROFILE_TOKENS * (4 * model.hidden_size + 2 * _widest_ffn(model) / par.tp) * b_a
+    act = profile_tokens * (4 * model.hidden_size + 2 * _widest_ffn(model) / par.tp) * b_a
     return (1.0 - MEMORY_UTILIZATION) * gpu.memory_bytes + act + CUDA_GRAPH_BYTES
 
 
@@ -257,10 +259,11 @@ def shared_prefix(dep: Deployment) -> int:
 
 
 def memory(model: Model, drafter: Drafter, gpu: GPU, par: Parallelism,
-           B: ArrayLike, S: ArrayLike, spec_tokens: ArrayLike = 0, *,
-           shared_prefix: int = 0) -> Memory:
+           B: ArrayLike, S: ArrayLike, spec_tokens: ArrayLike = 0,
+           profile_tokens: int = PROFILE_TOKENS, *, shared_prefix: int = 0) -> Memory:
     """Per-GPU memory of serving B sequences (whole instance) at context S (broadcast),
     ``spec_tokens`` = the num_speculative_tokens the engine is configured with,
+    ``profile_tokens`` its token budget per step (``max_num_batched_tokens``),
     ``shared_prefix`` = tokens every sequence shares, held once (:func:`cached_prefix`)."""
     seqs = np.asarray(B, dtype=float) / par.dp
     kv = shared_cache_bytes(model, par, seqs, S, shared_prefix, spec_tokens)
@@ -272,7 +275,7 @@ def memory(model: Model, drafter: Drafter, gpu: GPU, par: Parallelism,
         draft_weights=draft_weight_bytes(drafter, model, par),
         kv_cache=kv,
         draft_kv_cache=draft_kv,
-        reserve=engine_reserve(model, gpu, par),
+        reserve=engine_reserve(model, gpu, par, profile_tokens),
         capacity=gpu.memory_bytes,
     )
 

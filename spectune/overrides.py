@@ -50,10 +50,9 @@ def prepare(dep: Deployment, *, observation: Observation | None = None, alpha: f
     if alpha is not None:
         dep = replace(dep, acceptance=Acceptance.iid(alpha, ALPHA_OPTION))
     if batch_sizes or context_lengths:
-        dep = replace(dep, workload=replace(dep.workload,
-                                            batch_sizes=tuple(batch_sizes) or dep.workload.batch_sizes,
-                                            context_lengths=tuple(context_lengths)
-                                            or dep.workload.context_lengths))
+        w = dep.workload
+        dep = replace(dep, workload=replace(w, batch_sizes=tuple(batch_sizes) or w.batch_sizes,
+                                            context_lengths=tuple(context_lengths) or w.context_lengths))
     if gamma_max:
         dep = replace(dep, gamma_max=gamma_max)
     mix = {**(observed or {}), **(batch_mix or {})}

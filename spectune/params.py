@@ -49,3 +49,20 @@ DTYPE_OPTION = click.option(
     "--dtype", "dtypes", multiple=True, metavar="KEY=DTYPE",
     help="Storage dtype over the model's own (repeatable): weights, experts, kv_cache, lm_head or "
          "activations = fp8, bf16, int4, ... e.g. --dtype weights=fp8 --dtype kv_cache=fp8.")
+
+
+def lengths_options(fn: Any) -> Any:
+    """``--prompt-tokens N --output-tokens N`` (mean tokens per request, together): the steps
+    of an aggregated worker also carry the prefill that arrives per step (spectune.lengths,
+    spectune.cost.prefill). On cost, speedup, recommend, emit, check and report."""
+    from spectune.limits import MAX_CONTEXT
+
+    for opt in reversed((
+        click.option("--prompt-tokens", type=FiniteFloatRange(1, MAX_CONTEXT),
+                     help="Mean prompt tokens per request (with --output-tokens): steps carry the "
+                          "prefill arriving per step, which speculation does not speed up."),
+        click.option("--output-tokens", type=FiniteFloatRange(1, MAX_CONTEXT),
+                     help="Mean output (generation) tokens per request (with --prompt-tokens)."),
+    )):
+        fn = opt(fn)
+    return fn

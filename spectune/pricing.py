@@ -12,11 +12,19 @@ from typing import Any
 
 from spectune.acceptance import ALPHA_OPTION, Acceptance
 from spectune.cost import StepCost, marginal_cost, step_cost
-from spectune.deployment import NO_ENGINE, Deployment, Engine, Parallelism, Workload, parallelism_problem
+from spectune.deployment import (
+    NO_ENGINE,
+    Deployment,
+    Engine,
+    LengthClass,
+    Parallelism,
+    Workload,
+    parallelism_problem,
+)
 from spectune.envelope import Document
 from spectune.errors import InputError
 from spectune.hardware import GPU
-from spectune.memory import Memory, memory, parameter_counts, shared_prefix
+from spectune.memory import PROFILE_TOKENS, Memory, memory, parameter_counts, shared_prefix
 from spectune.model import Drafter, Model
 
 
@@ -126,16 +134,48 @@ class PassCost:
         return step_cost_doc(self.step, self.marginal, self.inputs())
 
 
-def price_pass(target: Target, batch: int, tokens: int, context: int, *, achieved: bool = True) -> PassCost:
-    """Price one pass (see :class:`PassCost`); ``achieved`` False: peak rates."""
+def price_pass(target: Target, batch: int, tokens: int, context: int, *, achieved: bool = True,
+               lengths: tuple[LengthClass, ...] = ()) -> PassCost:
+    """Price one pass (see :class:`PassCost`); ``achieved`` False: peak rates. With request
+    ``lengths`` the pass is an aggregated worker's mean step: a ``prefill`` component carries
+    the prompt tokens arriving per plain step (one token committed per sequence,
+    :mod:`spectune.cost.prefill`)."""
     t = target
     c = step_cost(t.model, t.gpu, t.parallelism, t.engine, batch, tokens, context, achieved=achieved)
     r = marginal_cost(t.model, t.gpu, t.parallelism, t.engine, batch, tokens, context, achieved=achieved)
+    if lengths:
+        from spectune.cost.prefill import prefill_cost
+
+        pre = prefill_cost(t.model, t.gpu, t.parallelism, t.engine, lengths, batch, tokens, context, 1.0,
+                           achieved=achieved)
+        c = StepCost({**c.components, "prefill": pre}, c.works)
+    budget = t.engine.max_num_batched_tokens if t.engine is not None else PROFILE_TOKENS
     dep = t.deployment  # the profile's shared prompt prefix is held once when its model is priced
     prefix = shared_prefix(dep) if dep is not None and t.model.name == dep.model.name else 0
-    mem = memory(t.model, target_drafter(t), t.gpu, t.parallelism, batch, context, tokens - 1,
+    mem = memory(t.model, target_drafter(t), t.gpu, t.parallelism, batch, context, tokens - 1, budget,
                  shared_prefix=prefix)
     return PassCost(t, batch, tokens, context, achieved, c, {k: float(v) for k, v in r.items()}, mem)
+
+
+def pass_lengths(target: Target, prompt_tokens: float | None,
+                 output_tokens: float | None) -> tuple[LengthClass, ...]:
+    """The request lengths ``spectune cost`` prices a prefill share for: the options', else an
+    aggregated profile's (none for a decode-only worker or without lengths: one pass, as
+    before); a note says so when a prefill share is priced."""
+    from spectune.lengths import lengths_notes, with_lengths
+    from spectune.notes import notes
+
+    dep = target.deployment
+    base = dep if dep is not None else Deployment("cost", target.gpu, target.model, Drafter("ngram", "none"),
+                                                  target.parallelism, target.engine or NO_ENGINE,
+                                                  Workload((1,), (1,)), Acceptance.iid(0.0))
+    dep = with_lengths(base, prompt_tokens, output_tokens, contexts_given=True)
+    if not dep.workload.aggregated:  # one pass of B x T tokens, as before: nothing to say
+        return ()
+    notes([*lengths_notes(dep.workload),
+           "cost: the step is a mean: B x T decode tokens plus the prefill arriving per plain step "
+           "(the 'prefill' component; one token committed per sequence)"])
+    return dep.workload.lengths
 
 
 def target_drafter(target: Target) -> Drafter:

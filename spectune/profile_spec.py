@@ -23,12 +23,14 @@ from spectune.docspec import (
     Choice,
     Either,
     Field,
+    Flag,
     Kind,
     List,
     Named,
     Nullable,
     Number,
     Obj,
+    Rule,
     Spec,
     Text,
     all_of_keys,
@@ -159,6 +161,12 @@ ENGINE = Obj((
          Obj(tuple(_opt(k, _num(OVERHEAD_US, "microseconds")) for k in DRAFTER_KINDS),
              "draft pass overhead by drafter kind, microseconds")),
     _us("prefill_token_cost_us"), _us("spec_sequence_cost_us"), _us("sequence_cost_us"),
+    _opt("max_num_batched_tokens", Number(integer=True, minimum=1, maximum=MAX_CONTEXT,
+                                          description="chunked-prefill token budget per step (vLLM "
+                                                      "--max-num-batched-tokens, SGLang "
+                                                      "--chunked-prefill-size), tokens")),
+    _opt("mixed_prefill", Flag("prefill chunks ride in decode steps (vLLM; SGLang --enable-mixed-chunk) "
+                               "rather than running as passes of their own")),
     _opt("base", Text("a built-in engine whose constants the others override")),
 ), "a serving engine's overheads",
     rules=(all_of_keys(ENGINE_REQUIRED, "base", "required unless 'base' names a built-in engine"),))
@@ -250,6 +258,38 @@ def _sizes(hi: int, what: str) -> Either:
     return Either((one, List(one, min_items=1)), "a whole number or a non-empty list of whole numbers", what)
 
 
+def _tokens(description: str) -> Number:
+    return Number(minimum=1.0, maximum=MAX_CONTEXT, description=description)
+
+
+LENGTH_CLASS = Obj((Field("prompt_tokens", _tokens("mean prompt length of the class, tokens")),
+                    Field("output_tokens", _tokens("mean output length of the class, tokens")),
+                    Field("share", Number(maximum=1.0, positive=True,
+                                          description="share of requests, (0, 1]"))),
+                   "a class of requests: its mean prompt and output lengths and its share of requests")
+CONTEXT_SOURCES = ("context_lengths", "prompt_tokens", "length_classes")
+#: spectune.lengths reads the lengths; spectune.cost.prefill prices the prefill they bring.
+WORKLOAD = Obj((
+    Field("batch_sizes", _sizes(MAX_BATCH, "concurrent sequences")),
+    _opt("context_lengths", _sizes(MAX_CONTEXT, "tokens")),
+    _opt("prompt_tokens", _tokens("mean prompt length, tokens (with output_tokens)")),
+    _opt("output_tokens", _tokens("mean output length, tokens (what observe calls generation tokens)")),
+    _opt("length_classes", List(LENGTH_CLASS, min_items=1, max_items=64)),
+    _opt("disaggregated", Flag()),
+    _opt("shared_prefix_tokens", _whole(0, MAX_CONTEXT, "prompt tokens every request shares (a system "
+                                                         "prompt), kept once in the KV cache")),
+), "the operating points: every batch size x context length; prompt/output lengths price the "
+   "prefill an aggregated worker's steps carry", rules=(
+    needs("prompt_tokens", None, ("output_tokens",), "prompt_tokens needs 'output_tokens' (mean tokens)"),
+    needs("output_tokens", None, ("prompt_tokens",), "output_tokens needs 'prompt_tokens' (mean tokens)"),
+    not_together("prompt_tokens", "length_classes"),
+    not_together("output_tokens", "length_classes"),
+    Rule({"anyOf": [{"required": [k]} for k in CONTEXT_SOURCES]},
+         lambda v: None if any(k in v for k in CONTEXT_SOURCES) else (
+             "context_lengths", "missing (or give prompt_tokens with output_tokens, or "
+                                "length_classes: the context then defaults to prompt + output / 2)")),
+))
+
 PROFILE = Kind("Profile", "spectune recommend|emit|cost|check PROFILE",
                "a deployment profile, the YAML a user writes (GPU, model, drafter, parallelism, engine, "
                "workload, acceptance)",
@@ -260,12 +300,7 @@ PROFILE = Kind("Profile", "spectune recommend|emit|cost|check PROFILE",
                    Field("drafter", _ref_or("drafter", "", DRAFTER)),
                    _opt("parallelism", Nullable(PARALLELISM)),
                    _opt("engine", _ref_or("engine", " (default vllm)", ENGINE)),
-                   Field("workload", Obj((Field("batch_sizes", _sizes(MAX_BATCH, "concurrent sequences")),
-                                          Field("context_lengths", _sizes(MAX_CONTEXT, "tokens")),
-                                          _opt("shared_prefix_tokens", _whole(
-                                              0, MAX_CONTEXT, "prompt tokens every request shares (a "
-                                                              "system prompt), kept once in the KV cache"))),
-                                         "the operating points: every batch size x context length")),
+                   Field("workload", WORKLOAD),
                    _opt("acceptance", ACCEPTANCE),
                    _opt("gamma_max", _whole(1, MAX_GAMMA, "largest draft length considered")),
                    _opt("tie_tolerance", Number(minimum=0.0, maximum=MAX_TIE_TOLERANCE,

@@ -213,6 +213,8 @@ def engine_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], base: Eng
         draft_pass_overhead_by_kind=(tuple((k, x * 1e-6) for k, x in by_kind.items())
                                      if by_kind is not None else b.draft_pass_overhead_by_kind),
         prefill_token_cost=us("prefill_token_cost_us", b.prefill_token_cost),
+        max_num_batched_tokens=int(v.get("max_num_batched_tokens", b.max_num_batched_tokens)),
+        mixed_prefill=bool(v.get("mixed_prefill", b.mixed_prefill)),
     )
 
 
@@ -385,12 +387,16 @@ def deployment_from_doc(doc: Doc) -> Deployment:
                                       "vLLM (vLLM drafts chains only): set engine: sglang, or "
                                       "topk 1")
 
-    batches = _sizes(v["workload"]["batch_sizes"])
-    contexts = _sizes(v["workload"]["context_lengths"])
+    from spectune.lengths import lengths_from_workload, workload_with_lengths
+
+    wv = v["workload"]
+    batches = _sizes(wv["batch_sizes"])
+    contexts = _sizes(wv["context_lengths"]) if "context_lengths" in wv else (1,)
     problem = workload_problem(batches, contexts)
     if problem:
         raise doc.error(("workload",), problem)
-    workload = Workload(batches, contexts)
+    workload = workload_with_lengths(Workload(batches, contexts, disaggregated=bool(wv.get("disaggregated"))),
+                                     lengths_from_workload(doc, wv), "context_lengths" in wv)
     if "acceptance" not in v and drafter.kind != "ngram":
         raise doc.error((), "missing required key 'acceptance' (alpha, per_position, marginal "
                             "or mean_length), or pass --observed / --metrics-url")

@@ -18,6 +18,7 @@ from spectune.band import speedup_bands
 from spectune.cost import step_cost
 from spectune.cost.roofline import Array
 from spectune.deployment import Deployment
+from spectune.lengths import lengths_notes
 from spectune.memory import Memory, memory, require_weights_fit, shared_prefix
 from spectune.priors import assumed_note
 from spectune.speedup import SpeedupGrid, speedup_grid
@@ -65,10 +66,12 @@ def recommend(dep: Deployment) -> Recommendation:
     limiter = _limiters(dep, grid, gamma_star)
     acc = dep.acceptance
     notes = [n for n in (assumed_note(acc), acc.extrapolation_note(int(grid.gamma.max()))) if n]
+    notes += lengths_notes(dep.workload)
     # The engine sizes per-draft-position state (linear attention) by its largest gamma.
     mem = memory(dep.model, dep.drafter, dep.gpu, dep.parallelism,
                  grid.batch[:, None].astype(float), grid.context[None, :].astype(float),
-                 int(gamma_star.max()), shared_prefix=shared_prefix(dep))
+                 int(gamma_star.max()), dep.engine.max_num_batched_tokens,
+                 shared_prefix=shared_prefix(dep))
     if dep.workload.shared_prefix_tokens:
         notes.append(f"memory: a shared prompt prefix of {shared_prefix(dep):,} tokens is held once in "
                      f"the KV cache (prefix caching; workload.shared_prefix_tokens "
@@ -89,8 +92,10 @@ def _limiters(dep: Deployment, grid: SpeedupGrid, gamma_star: NDArray[np.int64])
                      speculative=gamma_star > 0)
     names = list(cost.components)
     stack = np.stack([np.broadcast_to(c.seconds, T.shape) for c in cost.components.values()])
-    draft = grid.draft[np.arange(len(grid.batch))[:, None], np.arange(len(grid.context))[None, :],
-                       gamma_star]
-    stack = np.concatenate([stack, draft[None]])
+    at = (np.arange(len(grid.batch))[:, None], np.arange(len(grid.context))[None, :], gamma_star)
+    stack = np.concatenate([stack, grid.draft[at][None]])
     names.append("drafter")
+    if grid.prefill is not None:  # an aggregated step's prefill share competes too
+        stack = np.concatenate([stack, grid.prefill[at][None]])
+        names.append("prefill")
     return np.asarray(names)[np.argmax(stack, axis=0)]

@@ -267,6 +267,7 @@ def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str,
     infeasible points); ``sources`` are (title, text) of the built-in profiles used;
     ``deploy`` the engine settings of :func:`deploy_settings`."""
     import spectune.figures as figures
+    from spectune.prompt_table import prompt_growth, prompt_growth_html
 
     dep = doc["deployment"]
     batches, contexts = doc["batch_sizes"], doc["context_lengths"]
@@ -302,6 +303,8 @@ def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str,
         "against the extra cost of verifying and drafting them. The dot on each line is γ*; below "
         "the dashed line speculation slows decode down.</p>",
         figures.speedup_curves(doc["points"], doc["gammas"], curve_batches, pick(contexts, 3)),
+        "<h3>How the speedup falls as prompts grow</h3>", prompt_growth_html(prompt_growth(
+            rec.deployment, context, pick(batches, 4))),
         f"<h2>3. Why γ* moves: the speculative step against plain decode at context {context:,}</h2>",
         '<p class="note">Speculating with γ drafts turns one plain decode step (cost C₀) into a '
         "verify pass over γ+1 tokens plus γ drafter passes; it pays when the tokens gained per step, "

@@ -88,7 +88,7 @@ def goodput(dep: Deployment, tpot_slo: float) -> Goodput:
     # (the drafter's KV slots at each gamma included)
     fits = memory(dep.model, dep.drafter, dep.gpu, dep.parallelism, grid.batch[:, None, None],
                   grid.context[None, :, None], grid.gamma[None, None, :],
-                  shared_prefix=shared_prefix(dep)).feasible
+                  dep.engine.max_num_batched_tokens, shared_prefix=shared_prefix(dep)).feasible
     ok = (tpot <= tpot_slo) & np.broadcast_to(fits, tpot.shape)
     points = []
     for j, s in enumerate(grid.context):

@@ -2,7 +2,10 @@
 
     Sp(gamma) = m(gamma) * C0(B, S) / (C_verify(B, gamma + 1, S) + C_draft(B, gamma, S)),
 
-with C0(B, S) = C_verify(B, 1, S). Evaluated over whole batch x context x gamma grids.
+with C0(B, S) = C_verify(B, 1, S). Evaluated over whole batch x context x gamma grids. On an
+aggregated worker (prompt/output lengths known, spectune.cost.prefill) each step also carries
+the prefill F(m) arriving per step, which speculation does not shorten: C_verify and C0 are
+the mean steps with it, so Sp(gamma) = m(gamma) (C0 + F(1)) / (C_verify + C_draft + F(m(gamma))).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 from spectune.acceptance import Acceptance
 from spectune.cost import draft_cost, step_cost
 from spectune.cost.roofline import Array
-from spectune.deployment import Deployment, Workload
+from spectune.deployment import Deployment
 from spectune.draft_share import draft_length, draft_share
 from spectune.tree import expected_tokens as tree_expected_tokens
 from spectune.tree import verify_width
@@ -44,6 +47,9 @@ class SpeedupGrid:
     c0: Array  # (nb, ns)
     verify: Array  # (nb, ns, ng)
     draft: Array  # (nb, ns, ng)
+    #: (nb, ns, ng) the mean prefill share an aggregated step carries (spectune.cost.prefill),
+    #: already inside ``verify`` and ``c0``; None: decode only (no lengths, or disaggregated)
+    prefill: Array | None = None
 
     @property
     def speedup(self) -> Array:
@@ -71,11 +77,17 @@ def speedup_grid(dep: Deployment, batch: ArrayLike | None = None,
     T = 1.0 + share[None, None, :] * fill * (verify_width(dep.drafter, G) - 1.0)
     verify = step_cost(*args, B, T, S, achieved=achieved, speculative=G > 0).seconds
     verify = np.broadcast_to(verify, (len(b), len(s), len(g)))
+    m = 1.0 + share * (m_drafted - 1.0)
+    prefill = None
+    if dep.workload.aggregated:  # the mean step: decode plus the prefill arriving per step
+        from spectune.cost.prefill import aggregated_prefill
+
+        prefill = np.broadcast_to(aggregated_prefill(dep, B, T, S, G, m, achieved=achieved), verify.shape)
+        verify = verify + prefill
     c0 = verify[..., 0]
     draft = draft_cost(dep.drafter, dep.gpu, dep.parallelism, dep.engine, B, G, S,
                        c0[..., None], achieved=achieved)
-    return SpeedupGrid(b, s, g, 1.0 + share * (m_drafted - 1.0), c0, verify,
-                       np.broadcast_to(draft, verify.shape))
+    return SpeedupGrid(b, s, g, m, c0, verify, np.broadcast_to(draft, verify.shape), prefill)
 
 
 def steps_with_draft(dep: Deployment, m_drafted: ArrayLike) -> Array:
@@ -109,7 +121,8 @@ class PointSpeedup:
 
 def point_speedup(dep: Deployment, batch: int, context: int, gamma: int) -> PointSpeedup:
     """The roofline speedup of ``gamma`` at one (batch, context)."""
-    one = replace(dep, workload=Workload((batch,), (context,)), gamma_max=max(gamma, 1))
+    one = replace(dep, workload=replace(dep.workload, batch_sizes=(batch,), context_lengths=(context,)),
+                  gamma_max=max(gamma, 1))
     g = speedup_grid(one)
     return PointSpeedup(float(g.expected_tokens[gamma]), float(g.c0[0, 0]),
                         float(g.verify[0, 0, gamma]), float(g.draft[0, 0, gamma]),

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from spectune.acceptance import Acceptance
-from spectune.deployment import Deployment, Workload
+from spectune.deployment import Deployment
 from spectune.limits import MAX_GAMMA
 from spectune.recommend import recommend
 from spectune.speedup import speedup_grid, verify_yield
@@ -101,7 +101,7 @@ def thresholds(dep: Deployment, *, tolerance: float, context: int | None = None)
     profile's first context length."""
     s = dep.workload.context_lengths[0] if context is None else context
     batches = tuple(sorted(set(dep.workload.batch_sizes)))
-    one = replace(dep, workload=Workload(batches, (s,)))
+    one = replace(dep, workload=replace(dep.workload, batch_sizes=batches, context_lengths=(s,)))
     rec = recommend(one)
     gstar = rec.gamma_star[:, 0]
     sstar = rec.speedup_star[:, 0]

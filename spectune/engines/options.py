@@ -10,14 +10,15 @@ import math
 import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from spectune.deployment import Deployment
 from spectune.emit.plan import Range, lookup
 from spectune.errors import InputError
 from spectune.inputs import JsonProblem, input_file_problem, parse_json, read_input, short
-from spectune.limits import MAX_GAMMA
+from spectune.limits import MAX_CONTEXT, MAX_GAMMA
 
 GAMMA_LIMIT = MAX_GAMMA  # largest draft length evaluated (as `recommend --gamma-max` and profiles' gamma_max)
 
@@ -47,6 +48,11 @@ class Configured:
     schedule_capped: bool = False  # the engine clamps the schedule to ``gamma`` (vLLM)
     quantization: str | None = None  # --quantization as configured (None: not stated)
     kv_cache_dtype: str | None = None  # --kv-cache-dtype as configured (None: not stated)
+    #: token budget per step as configured (vLLM --max-num-batched-tokens, SGLang
+    #: --chunked-prefill-size; None: not stated or no limit) and whether chunks mix into
+    #: decode steps (SGLang --enable-mixed-chunk; None: the engine's default)
+    token_budget: int | None = None
+    mixed_prefill: bool | None = None
 
     @property
     def speculate(self) -> bool:
@@ -156,3 +162,33 @@ def referenced_text(value: str, folder: Path, option: str, file: str,
     if not os.path.lexists(p):  # missing, or a name too long to be a file: never an OSError here
         return p, None
     raise InputError(f"{option} {value}: {problem}", file, line)
+
+
+#: The chunked-prefill token budget options (spectune.cost.prefill reads the budget).
+BUDGET_OPTIONS = ("--max-num-batched-tokens", "--chunked-prefill-size")
+
+
+def read_budget(conf: Configured, opt: str, val: Any, line: int | None) -> bool:
+    """Set ``conf.token_budget`` when ``opt`` is a budget option (True); SGLang's -1 turns
+    chunking off (no budget stated)."""
+    if opt not in BUDGET_OPTIONS or val is None:
+        return False
+    sglang = opt == "--chunked-prefill-size"
+    n = whole_number(val, opt, conf.file, line, lo=-1 if sglang else 1, hi=MAX_CONTEXT)
+    if n == 0:
+        raise InputError(f"{opt} must be a positive whole number (SGLang: or -1, no chunking), got 0",
+                         conf.file, line)
+    conf.token_budget = n if n > 0 else None
+    return True
+
+
+def with_configured_budget(dep: Deployment, conf: Configured) -> Deployment:
+    """``dep`` with the token budget and prefill mixing the configuration sets (as the
+    engine would run), its engine profile's where it sets none."""
+    eng = dep.engine
+    budget = conf.token_budget or eng.max_num_batched_tokens
+    mixed = eng.mixed_prefill if conf.mixed_prefill is None else conf.mixed_prefill
+    if (budget, mixed) == (eng.max_num_batched_tokens, eng.mixed_prefill):
+        return dep
+    return replace(dep, engine=replace(eng, max_num_batched_tokens=budget, mixed_prefill=mixed))
+

@@ -79,6 +79,7 @@ from spectune.engines.options import (
     GAMMA_LIMIT,
     Configured,
     draft_length,
+    read_budget,
     referenced_text,
     split_options,
     whole_number,
@@ -290,7 +291,8 @@ def read_args(conf: Configured, args: list[str], folder: Path) -> None:
         if opt is None:
             continue
         o = opt.replace("_", "-")
-        if o in ("--speculative-adaptive", "--enable-dp-attention", "--enable-ep-moe"):
+        if o in ("--speculative-adaptive", "--enable-dp-attention", "--enable-ep-moe",
+                 "--enable-mixed-chunk"):
             flags.add(o)  # store_true: a positional paired with it by _split_options is not its value
             continue
         if o == "--speculative-draft-model":
@@ -306,6 +308,8 @@ def read_args(conf: Configured, args: list[str], folder: Path) -> None:
     conf.tensor_parallel = whole_number(vals.get("--tp-size", 1), "--tp-size", file, line, lo=1, hi=MAX_GPUS)
     ep = whole_number(vals.get("--ep-size", 1), "--ep-size", file, line, lo=1, hi=MAX_GPUS)
     conf.expert_parallel = ep > 1 or "--enable-ep-moe" in flags
+    read_budget(conf, "--chunked-prefill-size", vals.get("--chunked-prefill-size"), line)
+    conf.mixed_prefill = "--enable-mixed-chunk" in flags or None
     algo = vals.get("--speculative-algorithm")
     steps = vals.get("--speculative-num-steps")
     topk = vals.get("--speculative-eagle-topk")

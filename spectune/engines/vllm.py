@@ -98,6 +98,7 @@ from spectune.engines.options import (
     draft_length,
     flag_on,
     json_value,
+    read_budget,
     referenced_text,
     split_options,
     whole_number,
@@ -437,6 +438,8 @@ def _apply(conf: Configured, file_opts: list[Option],
             conf.expert_parallel = flag_on(val)
         elif opt == "--model" and val is not None:
             conf.served_model = str(val)
+        else:
+            read_budget(conf, opt, val, line)
     if dotted:
         spec = dotted
     if spec is not None and not isinstance(spec, dict):

@@ -8,6 +8,7 @@ from typing import Any
 
 from spectune.deployment import Deployment
 from spectune.draft_share import continuation, undrafted_share
+from spectune.lengths import observed_lengths
 from spectune.observe.api import observation_acceptance, observation_operating_point
 from spectune.observe.observation import Observation
 
@@ -34,6 +35,8 @@ def apply_observation(dep: Deployment, obs: Observation, *, keep_batches: bool =
                        context_lengths=contexts or dep.workload.context_lengths)
     mix = dict(zip(point["batch_sizes"], point["batch_weights"], strict=True)) or None
     notes = tuple(f"observed operating point: {n}" for n in point["notes"])
+    workload, carried = observed_lengths(workload, point)
+    notes += carried
     notes += (batch_note(point, dep.workload.batch_sizes, keep_batches),)
     out = replace(dep, acceptance=observation_acceptance(obs), workload=workload)
     t, s = obs.steps, obs.speculation
