@@ -180,10 +180,13 @@ def main(argv: list[str]) -> int:
               if f["n_a2a"] else "# a2a: no DeepEP tables; the all-reduce step and fraction stand in")
         print("collectives:")
         print(f"  link: {f['link']}")
-        for key, val in (("step_us", x[0]), ("bandwidth_fraction", x[1]), ("nccl_base_us", x[2]),
-                         ("nccl_hop_us", x[3]), ("nccl_bandwidth_fraction", x[4]),
-                         ("a2a_step_us", y[0]), ("a2a_bandwidth_fraction", y[1])):
-            print(f"  {key}: {val:.3g}")
+        rows = "DeepEP LL rows" if f["n_a2a"] else "no DeepEP table: the all-reduce value stands in"
+        for key, val, why in (("step_us", x[0], "custom all-reduce rows"),
+                              ("bandwidth_fraction", x[1], "custom all-reduce rows"),
+                              ("nccl_base_us", x[2], "NCCL rows"), ("nccl_hop_us", x[3], "NCCL rows"),
+                              ("nccl_bandwidth_fraction", x[4], "NCCL rows"),
+                              ("a2a_step_us", y[0], rows), ("a2a_bandwidth_fraction", y[1], rows)):
+            print(f"  {key}: {val:.3g}  # {'fit, ' if why != rows or f['n_a2a'] else ''}{why}")
         print(f"  source: aiconfigurator-core 0.12.0 systems/data/{system}/comm, scripts/fit_comm.py")
     return 0
 

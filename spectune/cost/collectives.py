@@ -100,22 +100,43 @@ def algorithm(c: Collectives, n: int, nbytes: ArrayLike) -> np.ndarray:
                     np.where(m < one_shot_max_bytes(n), "one-shot", "two-shot"))
 
 
-def allreduce_parts(gpu: GPU, n: int, nbytes: ArrayLike, algo: ArrayLike | None = None
-                    ) -> tuple[Array, Array, Array]:
-    """(latency seconds, bandwidth seconds, bytes over the links) of one all-reduce of
-    ``nbytes`` bytes per GPU on ``n`` GPUs, by the algorithm the engines pick (module
-    docstring) unless ``algo`` names one; the bytes are what one GPU moves: (n - 1) M
-    one-shot, 2 (n - 1) / n M else."""
+def priced_algorithm(gpu: GPU, n: int, nbytes: ArrayLike) -> np.ndarray:
+    """The algorithm an all-reduce of ``nbytes`` on ``n`` GPUs is priced as: the engines'
+    choice (:func:`algorithm`), except that below their one-shot threshold the cheaper of one-
+    and two-shot is taken. The thresholds sit where the engines measured two-shot to overtake
+    (vLLM's REDUCE_CASE: "crossover"); the fitted straight one-shot line crosses a little
+    earlier (H100, 8 GPUs: 226 KiB against 256 KiB) and would make a larger message cheaper
+    at the switch, which the measured rows do not show."""
     m = np.asarray(nbytes, dtype=float)
-    if n <= 1:
-        return np.zeros_like(m), np.zeros_like(m), np.zeros_like(m)
     c = default_collectives(gpu)
-    pick = algorithm(c, n, m) if algo is None else np.broadcast_to(np.asarray(algo), m.shape)
+    pick = algorithm(c, n, m)
+    two_cheaper = _price(gpu, c, n, m, "two-shot") < _price(gpu, c, n, m, "one-shot")
+    return np.where((pick == "one-shot") & two_cheaper & (n > 2), "two-shot", pick)
+
+
+def _price(gpu: GPU, c: Collectives, n: int, m: Array, algo: str) -> Array:
+    lat, wire, _ = _parts(gpu, c, n, m, np.full(m.shape, algo))
+    return lat + wire
+
+
+def _parts(gpu: GPU, c: Collectives, n: int, m: Array, pick: np.ndarray) -> tuple[Array, Array, Array]:
     one, two = pick == "one-shot", pick == "two-shot"
     moved = np.where(one, n - 1.0, 2.0 * (n - 1) / n) * m
     lat = np.select([one, two], [c.step, 2.0 * c.step], c.nccl_base + 2 * (n - 1) * c.nccl_hop)
     fraction = np.where(one | two, c.bandwidth_fraction, c.nccl_bandwidth_fraction)
     return lat + 0.0 * m, moved / (fraction * usable_bandwidth(gpu, c, n)), moved
+
+
+def allreduce_parts(gpu: GPU, n: int, nbytes: ArrayLike, algo: ArrayLike | None = None
+                    ) -> tuple[Array, Array, Array]:
+    """(latency seconds, bandwidth seconds, bytes over the links) of one all-reduce of
+    ``nbytes`` bytes per GPU on ``n`` GPUs, priced as :func:`priced_algorithm` unless ``algo``
+    names one; the bytes are what one GPU moves: (n - 1) M one-shot, 2 (n - 1) / n M else."""
+    m = np.asarray(nbytes, dtype=float)
+    if n <= 1:
+        return np.zeros_like(m), np.zeros_like(m), np.zeros_like(m)
+    pick = priced_algorithm(gpu, n, m) if algo is None else np.broadcast_to(np.asarray(algo), m.shape)
+    return _parts(gpu, default_collectives(gpu), n, m, pick)
 
 
 def allreduce_seconds(gpu: GPU, n: int, nbytes: ArrayLike, algo: ArrayLike | None = None) -> Array:
