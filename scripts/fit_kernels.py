@@ -224,19 +224,17 @@ def fit_mla(data: Path, gpu: str):
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__)
-        return 2
-    if argv[0] == "--aiter":
+    if argv and argv[0] == "--aiter":
         checkout = Path(argv[1]) if len(argv) > 1 else Path()
         if not (checkout / "aiter" / "configs").is_dir():
             print(f"no aiter checkout at {checkout}; nothing to check", file=sys.stderr)
             return 0
         return aiter_mi300x(checkout)
-    data = Path(argv[0])
-    if not data.is_dir():
-        print(f"no aiconfigurator data at {data}; nothing to fit", file=sys.stderr)
-        return 0
+    from aic_data import data_folder
+
+    data = data_folder(argv, __doc__)
+    if isinstance(data, int):
+        return data
     gpus = argv[1:] or list(PEAK)
     for gpu in gpus:
         print(f"# {gpu}: aiconfigurator-core 0.12.0 systems/data/{gpu}/*/sglang/{VERSION}")

@@ -75,6 +75,28 @@ class Kernels:
 
 
 @dataclass(frozen=True)
+class Collectives:
+    """Fitted collective constants of one GPU's scale-up link (seconds; fractions of
+    ``GPU.link_bandwidth``); how they price a collective is in :mod:`spectune.cost.collectives`.
+
+    ``link``: ``nvswitch`` / ``xgmi`` (every GPU a peer of every other: custom all-reduce at
+    any TP) or ``pcie`` (custom all-reduce at TP 2 only). ``step``: one step of a custom
+    all-reduce (one-shot = 1 step, two-shot = 2). ``nccl_base`` / ``nccl_hop``: NCCL ring
+    all-reduce fixed time and time per hop (2(n-1) hops). ``a2a_step``: one expert-parallel
+    dispatch or combine (DeepEP low-latency kernels)."""
+
+    link: str
+    step: float
+    bandwidth_fraction: float
+    nccl_base: float
+    nccl_hop: float
+    nccl_bandwidth_fraction: float
+    a2a_step: float
+    a2a_bandwidth_fraction: float
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class GPU:
     """One accelerator, as the roofline sees it.
 
@@ -82,8 +104,10 @@ class GPU:
     ``bandwidth_fraction`` / ``flops_fraction`` are the achievable shares of peak that
     real kernels reach (sourced per profile); the roofline uses them unless asked for
     peak. ``link_bandwidth`` is the per-GPU, one-direction scale-up bandwidth (B/s);
-    ``link_latency`` the fixed time of one small collective (s). ``kernels``: measured
-    per-kernel curves (None: :func:`spectune.cost.kernels.default_kernels`).
+    ``link_latency`` the fixed time of one small collective step (s), used where no
+    ``collectives`` block is given. ``kernels``: measured
+    per-kernel curves (None: :func:`spectune.cost.kernels.default_kernels`); ``collectives``
+    measured collective constants (None: :func:`spectune.cost.collectives.default_collectives`).
     """
 
     key: str
@@ -97,6 +121,7 @@ class GPU:
     flops_fraction: float = 1.0
     notes: tuple[str, ...] = field(default_factory=tuple)
     kernels: Kernels | None = None
+    collectives: Collectives | None = None
 
     def compute_format(self, dtype: str) -> str:
         """The tensor-core format a ``dtype`` operand runs at on this GPU."""

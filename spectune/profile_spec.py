@@ -39,7 +39,7 @@ from spectune.docspec import (
     one_of_keys,
     only_if,
 )
-from spectune.hardware import DTYPE_BYTES, Kernels
+from spectune.hardware import DTYPE_BYTES, Collectives, Kernels
 from spectune.hf_config import DTYPE_KEYS
 from spectune.limits import (
     BANDWIDTH_TBPS,
@@ -112,6 +112,12 @@ def _kernel(key: str) -> Field:
 
 KERNELS = Obj((*(_kernel(k) for k in KERNEL_KEYS), _text("source", "where the fit came from")),
               "measured kernel efficiencies (scripts/fit_kernels.py)")
+#: Keys of ``collectives:`` in a GPU profile (spectune.hardware.Collectives; ``_us`` microseconds).
+COLLECTIVE_KEYS = tuple(f.name + ("" if f.name.endswith("fraction") else "_us")
+                        for f in fields(Collectives) if f.name not in ("link", "source"))
+COLLECTIVES = Obj((Field("link", Choice(("nvswitch", "xgmi", "pcie"))),
+                   *(_kernel(k) for k in COLLECTIVE_KEYS), _text("source", "where the fit came from")),
+                  "measured collective constants (scripts/fit_comm.py)")
 GPU = Obj((
     NAME, ALIASES,
     Field("memory_gb", _num(MEMORY_GB, "memory capacity, GB (1e9 bytes)")),
@@ -127,6 +133,7 @@ GPU = Obj((
     _opt("confidence", Text("how sure the numbers are (high, medium, low, placeholder)")),
     _text("notes"),
     _opt("kernels", KERNELS),
+    _opt("collectives", COLLECTIVES),
 ), "a GPU")
 
 ENGINE_US = ("pass_overhead_us", "layer_overhead_us", "draft_pass_overhead_us", "verify_token_cost_us",

@@ -29,14 +29,14 @@ from spectune.deployment import (
 )
 from spectune.docspec import Kind, Reader, Spec, key_lines
 from spectune.errors import InputError
-from spectune.hardware import GPU, Kernels
+from spectune.hardware import GPU, Collectives, Kernels
 from spectune.hf_config import eagle_head, model_from_hf_config
 from spectune.inputs import input_file_problem, is_file, json_document, read_input, yaml_document
 from spectune.limits import DEFAULT_GAMMA_MAX, DEFAULT_TIE_TOLERANCE
 from spectune.model import UNIFORM, Drafter, Model, MoE, Routing
 from spectune.priors import ngram_prior
 from spectune.profile_acceptance import acceptance_from_mapping
-from spectune.profile_spec import BUILTIN, KERNEL_KEYS, PROFILE
+from spectune.profile_spec import BUILTIN, COLLECTIVE_KEYS, KERNEL_KEYS, PROFILE
 from spectune.user_model import config_file, is_path, model_label, on_base
 
 KINDS = ("gpus", "models", "drafters", "engines")
@@ -167,6 +167,12 @@ def _kernels(v: Mapping[str, Any]) -> Kernels:
                    source=str(v.get("source") or ""))
 
 
+def _collectives(v: Mapping[str, Any]) -> Collectives:
+    return Collectives(link=v["link"], source=str(v.get("source") or ""),
+                       **{k.removesuffix("_us"): v[k] * 1e-6 if k.endswith("_us") else v[k]
+                          for k in COLLECTIVE_KEYS})
+
+
 def gpu_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], key: str = "custom") -> GPU:
     fr = v.get("achievable") or {}
     return GPU(
@@ -182,6 +188,7 @@ def gpu_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], key: str = "
         flops_fraction=fr.get("flops_fraction", 1.0),
         notes=(v["notes"],) if v.get("notes") else (),
         kernels=_kernels(v["kernels"]) if v.get("kernels") else None,
+        collectives=_collectives(v["collectives"]) if v.get("collectives") else None,
     )
 
 

@@ -108,6 +108,11 @@ EDITS: list[tuple[str, dict[str, Any], str, str, str]] = [
      "acceptance.per_position[1]", "expected a number <= 1, got 1.4", "- 1.4"),
     ("out of bounds in an inline engine", {"engine": {**INLINE_ENGINE, "pass_overhead_us": -1}},
      "engine.pass_overhead_us", "expected a number >= 0", "pass_overhead_us:"),
+    ("unknown link kind in a gpu's collectives",
+     {"gpu": {**INLINE_GPU, "collectives": {
+         "link": "infiniband", "step_us": 3, "bandwidth_fraction": 0.6, "nccl_base_us": 5, "nccl_hop_us": 1,
+         "nccl_bandwidth_fraction": 0.6, "a2a_step_us": 10, "a2a_bandwidth_fraction": 0.5}}},
+     "gpu.collectives.link", "expected one of nvswitch, xgmi, pcie", "link: infiniband"),
     ("missing key", {"workload": {"batch_sizes": [1]}}, "workload.context_lengths", "missing", "workload:"),
     ("missing conditional key", {"engine": {"pass_overhead_us": 100}}, "engine.layer_overhead_us",
      "required unless 'base'", "engine:"),

@@ -71,7 +71,9 @@ def test_breakeven_moves_with_batch_and_context() -> None:
     gamma* > 0 everywhere that fits); --context moves the numbers."""
     dep = load_deployment("llama-3.1-70b-h100-eagle3")
     a = [b.breakeven_alpha for b in thresholds(dep, tolerance=TOL).bands if b.breakeven_alpha is not None]
-    assert len(a) >= 4 and a == sorted(a) and a[-1] > a[0] + 0.1
+    # non-decreasing to 1e-3: at TP 4 the plain step's all-reduce turns two-shot at batch 32
+    # (512 KiB, spectune/cost/collectives.py), dearer by about what the verify's is, a 1e-4 dip
+    assert len(a) >= 4 and all(a[i + 1] >= a[i] - 1e-3 for i in range(len(a) - 1)) and a[-1] > a[0] + 0.1
     long = thresholds(dep, tolerance=TOL, context=32768)
     assert long.context == 32768
     short = thresholds(dep, tolerance=TOL)
