@@ -143,15 +143,15 @@ def price_pass(target: Target, batch: int, tokens: int, context: int, *, achieve
     t = target
     c = step_cost(t.model, t.gpu, t.parallelism, t.engine, batch, tokens, context, achieved=achieved)
     r = marginal_cost(t.model, t.gpu, t.parallelism, t.engine, batch, tokens, context, achieved=achieved)
+    dep = t.deployment  # the profile's shared prompt prefix is held once when its model is priced
+    prefix = shared_prefix(dep) if dep is not None and t.model.name == dep.model.name else 0
     if lengths:
         from spectune.cost.prefill import prefill_cost
 
         pre = prefill_cost(t.model, t.gpu, t.parallelism, t.engine, lengths, batch, tokens, context, 1.0,
-                           achieved=achieved)
+                           achieved=achieved, cached=float(prefix))
         c = StepCost({**c.components, "prefill": pre}, c.works)
     budget = t.engine.max_num_batched_tokens if t.engine is not None else PROFILE_TOKENS
-    dep = t.deployment  # the profile's shared prompt prefix is held once when its model is priced
-    prefix = shared_prefix(dep) if dep is not None and t.model.name == dep.model.name else 0
     mem = memory(t.model, target_drafter(t), t.gpu, t.parallelism, batch, context, tokens - 1, budget,
                  shared_prefix=prefix)
     return PassCost(t, batch, tokens, context, achieved, c, {k: float(v) for k, v in r.items()}, mem)

@@ -131,8 +131,12 @@ def _solve_alpha(dep: Deployment, gamma: np.ndarray, per_cost: np.ndarray, targe
                  where: np.ndarray) -> list[float | None]:
     """Per batch size, the i.i.d. alpha at which Sp(gamma) = m(gamma, alpha) * per_cost
     reaches ``target`` (bisection over all of them at once); None where ``where`` is False,
-    where even alpha = 0 reaches it, or alpha = 1 does not."""
+    where even alpha = 0 reaches it, or alpha = 1 does not. On an aggregated workload the
+    costs depend on alpha too (the prefill a step carries grows with m): Sp is priced whole."""
     def speedup(alpha: np.ndarray) -> np.ndarray:
+        if dep.workload.aggregated:  # the prefill a step carries grows with m: price it at alpha
+            return np.array([_point(dep, i, int(g), float(a)) for i, (a, g) in enumerate(zip(alpha, gamma,
+                                                                                             strict=True))])
         m = [float(verify_yield(dep, int(g), Acceptance.iid(float(a))))
              for a, g in zip(alpha, gamma, strict=True)]
         return np.asarray(m) * per_cost
@@ -145,6 +149,14 @@ def _solve_alpha(dep: Deployment, gamma: np.ndarray, per_cost: np.ndarray, targe
         below = speedup(mid) < target
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
     return [float(h) if ok else None for h, ok in zip(hi, solvable, strict=True)]
+
+
+def _point(dep: Deployment, i: int, gamma: int, alpha: float) -> float:
+    """Sp(gamma) at the i-th batch size of ``dep``'s workload at i.i.d. ``alpha``, on the
+    aggregated step (spectune.cost.prefill), whose prefill share depends on m(gamma)."""
+    w = replace(dep.workload, batch_sizes=(dep.workload.batch_sizes[i],))
+    one = replace(dep, workload=w, acceptance=Acceptance.iid(alpha))
+    return float(speedup_grid(one, gamma_max=max(gamma, 1)).speedup[0, 0, gamma])
 
 
 def _rate(dep: Deployment, gamma: int, alpha: float | None) -> float | None:

@@ -413,3 +413,34 @@ def test_check_prices_the_configured_budget(tmp_path: Path) -> None:
         assert res.exit_code in (0, 1), res.output
         out.append(res.stdout)
     assert out[0] != out[1]
+
+
+def test_a_cached_shared_prefix_is_not_prefilled_again() -> None:
+    """Prefix caching: the shared system prompt's tokens hit the cache, so the prefill a step
+    carries computes only the rest of each prompt (their queries still attend over the
+    prefix), and the speedup is diluted less."""
+    from dataclasses import replace
+
+    from spectune.cost.prefill import prefill_cost, prompt_tokens_per_step
+    from spectune.deployment import LengthClass
+    from spectune.profiles import load_deployment
+    from spectune.speedup import speedup_grid
+
+    lengths = (LengthClass(4000, 250),)
+    per_step = prompt_tokens_per_step(lengths, 16, 2.0, cached=3000.0)
+    assert float(per_step) == pytest.approx(16 * 2 * 1000 / 250)
+    example = Path(__file__).resolve().parents[1] / "examples" / "llama-3.1-70b-h100-eagle3.yaml"
+    dep = load_deployment(str(example))
+    args = (dep.model, dep.gpu, dep.parallelism, dep.engine, lengths, 16.0, 1.0, 4125.0, 1.0)
+    full = prefill_cost(*args).seconds
+    cached = prefill_cost(*args, cached=3000.0).seconds
+    assert float(cached) < 0.5 * float(full)
+    # the computed tokens attend over the prefix: dearer than a 1000-token prompt with none
+    short = prefill_cost(dep.model, dep.gpu, dep.parallelism, dep.engine, (LengthClass(1000, 250),),
+                         16.0, 1.0, 4125.0, 1.0).seconds
+    assert float(cached) > float(short)
+    w = replace(dep.workload, lengths=lengths, context_lengths=(4125,))
+    plain = replace(dep, workload=w)
+    shared = replace(dep, workload=replace(w, shared_prefix_tokens=3000))
+    g_plain, g_shared = speedup_grid(plain, [16], [4125], 4), speedup_grid(shared, [16], [4125], 4)
+    assert g_shared.speedup[0, 0, 1:].max() > g_plain.speedup[0, 0, 1:].max()

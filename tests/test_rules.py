@@ -18,7 +18,6 @@ from click.testing import CliRunner
 import spectune
 from spectune.acceptance import Acceptance
 from spectune.cli import cli
-from spectune.deployment import Workload
 from spectune.engines import ENGINES, sglang, vllm
 from spectune.profiles import load_deployment
 from spectune.rules import QUERIES
@@ -31,7 +30,8 @@ TOL = 0.03
 
 def _sp(dep, batch: int, context: int, gamma: int, alpha: float | None = None) -> float:
     """Sp of ``gamma`` at one point by the core's own grid, at i.i.d. ``alpha`` if given."""
-    one = replace(dep, workload=Workload((batch,), (context,)))
+    # the deployment's own workload at one point: its prompt/output lengths (aggregated) kept
+    one = replace(dep, workload=replace(dep.workload, batch_sizes=(batch,), context_lengths=(context,)))
     if alpha is not None:
         one = replace(one, acceptance=Acceptance.iid(alpha))
     return float(speedup_grid(one, gamma_max=max(gamma, 1)).speedup[0, 0, gamma])
@@ -56,7 +56,8 @@ def test_thresholds_are_where_the_cost_model_says(example: str) -> None:
             assert _sp(dep, b.batch, th.context, b.gamma_star, b.warning_alpha) == \
                 pytest.approx(1.0 + TOL * b.speedup_star, abs=1e-6)
         if b.gamma_star:
-            one = replace(dep, workload=Workload((b.batch,), (th.context,)))
+            one = replace(dep, workload=replace(dep.workload, batch_sizes=(b.batch,),
+                                                context_lengths=(th.context,)))
             sp = speedup_grid(one, gamma_max=64).speedup[0, 0]
             ok = {k for k in range(1, 65) if sp[k] >= (1 - TOL) * b.speedup_star}
             assert set(b.ok_gammas) == ok and b.gamma_star in ok

@@ -91,12 +91,21 @@ def _attention_names(step: StepCost) -> list[str]:
     return [n for n in step.components if n.startswith(("attention-", "indexer-"))]
 
 
-def prompt_tokens_per_step(lengths: Sequence[LengthClass], B: ArrayLike, m: ArrayLike) -> Array:
-    """P = m B ISL / OSL: prompt tokens arriving per decode step (whole instance)."""
+def prompt_tokens_per_step(lengths: Sequence[LengthClass], B: ArrayLike, m: ArrayLike,
+                           cached: float = 0.0) -> Array:
+    """P = m B (ISL - cached) / OSL: prompt tokens arriving per decode step (whole instance)
+    that a prefill computes; ``cached`` tokens of every prompt (a shared prefix kept by prefix
+    caching) are found in the KV cache and not computed again."""
     from spectune.lengths import mean_lengths
 
     isl, osl = mean_lengths(lengths)
-    return np.asarray(m, dtype=float) * np.asarray(B, dtype=float) * isl / osl
+    return np.asarray(m, dtype=float) * np.asarray(B, dtype=float) * _computed(isl, cached) / osl
+
+
+def _computed(prompt: float, cached: float) -> float:
+    """Prompt tokens a prefill computes when ``cached`` of them hit the prefix cache: vLLM
+    and SGLang always compute at least the last one (its logits start the output)."""
+    return max(float(prompt) - float(cached), 1.0)
 
 
 def budget_split(P: ArrayLike, isl: float, B: ArrayLike, T: ArrayLike, par: Parallelism,
@@ -125,19 +134,23 @@ def _times(k: Array, c: Component, shape: tuple[int, ...]) -> Component:
 
 def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
                  lengths: Sequence[LengthClass], B: ArrayLike, T: ArrayLike, S: ArrayLike,
-                 m: ArrayLike, *, budget: int | None = None, achieved: bool = True) -> Component:
+                 m: ArrayLike, *, budget: int | None = None, achieved: bool = True,
+                 cached: float = 0.0) -> Component:
     """The mean prefill share of one decode step of B sequences x T tokens at context S that
     commits ``m`` tokens per sequence (seconds, FLOPs, bytes per GPU; arrays broadcast).
     ``budget``: tokens per step per scheduler (default the engine's
     ``max_num_batched_tokens``). ``engine`` None: no engine terms (a drafter, or the pure
-    roofline)."""
+    roofline). ``cached``: tokens at the start of every prompt that prefix caching already
+    holds (the shared prefix, :func:`spectune.memory.shared_prefix`): not computed, but the
+    computed tokens attend over them."""
     from spectune.lengths import mean_lengths
 
     Ba, Ta, Sa, ma = (np.asarray(x, dtype=float) for x in (B, T, S, m))
     shape = np.broadcast_shapes(Ba.shape, Ta.shape, Sa.shape, ma.shape)
-    isl, osl = mean_lengths(lengths)
+    isl_all, osl = mean_lengths(lengths)
+    isl = _computed(isl_all, cached)
     K = budget or (engine.max_num_batched_tokens if engine is not None else DEFAULT_BUDGET)
-    P = prompt_tokens_per_step(lengths, Ba, ma)
+    P = prompt_tokens_per_step(lengths, Ba, ma, cached)
     mixing = engine is None or engine.mixed_prefill
     chunk, q, extra = budget_split(P, isl, Ba, Ta, par, K, mixing)
     if mixing:  # GEMMs and collectives of a step carrying a chunk, at the combined rows (one
@@ -162,12 +175,14 @@ def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None
         per_alone = per_alone + fixed(overhead_seconds(model, engine, par, np.asarray(float(par.dp)),
                                                        np.asarray(float(K)), False))
     total = total + _times(extra, per_alone, shape)
-    # attention over each class's prompt prefix: L queries over L / 2 positions per prompt;
-    # its kernels' fixed cost only in the share q of steps that carry a chunk
+    # attention over each class's prompt prefix: L queries over L / 2 positions per prompt
+    # (past a cached prefix C: L - C queries over C + (L - C) / 2); its kernels' fixed cost
+    # only in the share q of steps that carry a chunk
     share_total = sum(c.share for c in lengths)
     for c in lengths:
         prompts = ma * Ba * (c.share / share_total) / osl
-        att = step_cost(model, gpu, par, None, prompts, c.prompt_tokens, c.prompt_tokens / 2.0,
+        new = _computed(c.prompt_tokens, cached)
+        att = step_cost(model, gpu, par, None, prompts, new, c.prompt_tokens - new / 2.0,
                         achieved=achieved, logit_positions=0.0)
         part = _parts(att, _attention_names(att), shape)
         total = total + Component(part.flops, part.bytes, part.seconds - (1.0 - q) * part.fixed_seconds,
@@ -183,13 +198,16 @@ def aggregated_prefill(dep: Deployment, B: ArrayLike, T: ArrayLike, S: ArrayLike
     width T and draft length G committing m tokens per sequence: the target's
     (:func:`prefill_cost`) and, on the speculative path (G > 0), a model drafter's first pass
     over the same prompt tokens."""
+    from spectune.memory import shared_prefix
+
     lengths = dep.workload.lengths
     budget = dep.engine.max_num_batched_tokens
+    cached = float(shared_prefix(dep))
     target = prefill_cost(dep.model, dep.gpu, dep.parallelism, dep.engine, lengths, B, T, S, m,
-                          budget=budget, achieved=achieved).seconds
+                          budget=budget, achieved=achieved, cached=cached).seconds
     if dep.drafter.model is None:
         return target
     Ga = np.asarray(G, dtype=float)
     draft = prefill_cost(dep.drafter.model, dep.gpu, dep.parallelism, None, lengths, B, Ga + 1.0, S,
-                         m, budget=budget, achieved=achieved).seconds
+                         m, budget=budget, achieved=achieved, cached=cached).seconds
     return target + np.where(Ga > 0, draft, 0.0)
