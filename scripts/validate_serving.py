@@ -36,8 +36,8 @@ def _summary(title: str, points: list[ServingPoint]) -> None:
         if not b.n:
             print(f"{b.label:8s} {0:3d}  {'-':>9s} {'-':>11s}  | {'-':>9s} {'-':>11s}  no rows")
             continue
-        print(f"{b.label:8s} {b.n:3d}  {b.mean_ratio:9.2f} {b.median_error * 100:10.0f}%  | "
-              f"{b.decode_mean_ratio:9.2f} {b.decode_median_error * 100:10.0f}%  "
+        print(f"{b.label:8s} {b.n:3d}  {b.mean_ratio:9.3f} {b.median_error * 100:10.0f}%  | "
+              f"{b.decode_mean_ratio:9.3f} {b.decode_median_error * 100:10.0f}%  "
               f"{'yes' if b.accepted else 'NO'}")
 
 
