@@ -4,6 +4,7 @@ vLLM's default all-gather + reduce-scatter, DeepEP low-latency dispatch + combin
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -124,3 +125,16 @@ def test_a_bad_exchange_names_file_line_and_key(tmp_path: Path, value: object) -
 def test_comm_component_refuses_an_unknown_exchange() -> None:
     with pytest.raises(ValueError, match="ep exchange"):
         _comm(Parallelism(dp=8, ep=8), 64, "naive")
+
+
+def test_the_prefill_a_step_carries_moves_by_the_engines_exchange() -> None:
+    # prefill chunks are priced without engine terms, but over the engine's collectives
+    from spectune.cost.prefill import prefill_cost
+    from spectune.deployment import LengthClass
+
+    m, b200, par = load_model("deepseek-v3"), load_gpu("b200"), Parallelism(dp=8, ep=8)
+    vllm = load_engine("vllm")
+    args = ((LengthClass(8000, 500),), np.array([64.0, 256.0]), 1.0, 8250.0, 1.0)
+    gather = prefill_cost(m, b200, par, vllm, *args).seconds
+    deepep = prefill_cost(m, b200, par, replace(vllm, ep_exchange=DEEPEP_LL), *args).seconds
+    assert (np.abs(gather / deepep - 1) > 0.01).all()
