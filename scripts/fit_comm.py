@@ -16,6 +16,9 @@ logs ``size // bytes_per_element``; ``latency`` in ms):
   nccl     ``comm/nccl/<newest>/nccl_perf.parquet``, ``all_reduce`` rows (nccl-tests all_reduce_perf)
   a2a      ``comm/sglang/<newest>/wideep_deepep_ll_perf.parquet`` (DeepEP low-latency, 8 GPUs, one
            node): dispatch (FP8 + one fp32 scale per 128) and combine (bf16) per token count
+  gather   ``comm/nccl/<newest>/nccl_perf.parquet``, ``all_gather`` and ``reduce_scatter`` rows
+           (``message_size`` = the gathered tensor's elements: nccl-tests' size): not fitted,
+           priced with the all-reduce's NCCL constants as a check (every row held out)
 Sizes up to 64 MiB. Every row is priced by spectune.cost.collectives (the same code the cost model
 runs: algorithm by size and TP, then its formula) and the constants are fitted by least squares on
 log(time). Held out: every 4-GPU row (the fit sees 2 and 8 GPUs only); the script prints the
@@ -36,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from aic_data import data_folder, parquet_rows  # noqa: E402
 
-from spectune.cost.collectives import allreduce_seconds, alltoall_parts  # noqa: E402
+from spectune.cost.collectives import allreduce_seconds, alltoall_parts, gather_parts  # noqa: E402
 from spectune.hardware import Collectives  # noqa: E402
 from spectune.profiles import load_gpu  # noqa: E402
 
@@ -98,6 +101,33 @@ def a2aparquet_rows(data: Path, system: str) -> list[tuple[float, float]]:
     return out
 
 
+def gatherparquet_rows(data: Path, system: str) -> list[tuple[str, int, float, float]]:
+    """(op, GPUs, bytes gathered in all, seconds) of nccl-tests all_gather / reduce_scatter rows."""
+    comm = data / system / "comm"
+    path = _newest(comm / "nccl", "nccl_perf.parquet") if SYSTEMS[system][1] != "pcie" else None
+    return [(r["op_name"], r["num_gpus"], 2.0 * r["message_size"], r["latency"] * 1e-3)
+            for r in parquet_rows(path)
+            if r["op_name"] in ("all_gather", "reduce_scatter") and r["num_gpus"] <= 8
+            and r["nccl_dtype"] == "half" and 2.0 * r["message_size"] <= MAX_BYTES]
+
+
+def gather_check(gpu, rows) -> dict[str, float]:
+    """Median |log(model/measured)| of the gather rows per op and GPU count, and at decode
+    sizes (<= 1 MiB gathered: 64 tokens x 7168 hidden x 2 bytes is 0.9 MiB)."""
+    out = {}
+    for op in ("all_gather", "reduce_scatter"):
+        for n in sorted({r[1] for r in rows}):
+            sel = [r for r in rows if r[0] == op and r[1] == n]
+            m = np.array([r[2] for r in sel])
+            t = np.array([r[3] for r in sel])
+            lat, wire, _ = gather_parts(gpu, n, m)
+            err = np.log((lat + wire) / t)
+            small = m <= 2 ** 20
+            out[f"{op} {n}"] = float(np.median(np.abs(err)))
+            out[f"{op} {n} decode"] = float(np.median(err[small]))
+    return out
+
+
 def _lsq(fun, x0, lo, hi):
     from scipy.optimize import least_squares
     return least_squares(fun, x0, bounds=(lo, hi)).x
@@ -156,7 +186,9 @@ def fit(data: Path, system: str):
                                                 "nccl" if src.startswith("nccl") else None)) / s - 1)
                   for src, s in decode]
     sources = sorted({r[0] for r in rows})
-    return {"profile": profile, "link": link, "x": x, "y": y, "n_fit": int(fit_rows.sum()),
+    gathers = gatherparquet_rows(data, system)
+    return {"gather": gather_check(g, gathers) if gathers else {}, "n_gather": len(gathers),
+            "profile": profile, "link": link, "x": x, "y": y, "n_fit": int(fit_rows.sum()),
             "n_held": int(held.sum()), "err_fit": err_fit, "err_held": err_held, "n_a2a": len(a2a),
             "err_a2a": err_a2a, "decode": decode_err, "sources": sources}
 
@@ -178,6 +210,13 @@ def main(argv: list[str]) -> int:
               + ", ".join(f"{s} {e:+.0%}" for s, e in f["decode"]))
         print(f"# a2a: {f['n_a2a']} DeepEP LL rows, median |log(model/measured)| {f['err_a2a']:.3f}"
               if f["n_a2a"] else "# a2a: no DeepEP tables; the all-reduce step and fraction stand in")
+        if f["n_gather"]:
+            g = f["gather"]
+            print(f"# all-gather / reduce-scatter: {f['n_gather']} nccl-tests rows, none fitted, priced with "
+                  "the NCCL all-reduce constants; median |log(model/measured)| "
+                  + ", ".join(f"{k} {v:.3f}" for k, v in g.items() if not k.endswith("decode"))
+                  + "; median signed log error at <= 1 MiB: "
+                  + ", ".join(f"{k[:-7]} {v:+.3f}" for k, v in g.items() if k.endswith("decode")))
         print("collectives:")
         print(f"  link: {f['link']}")
         rows = "DeepEP LL rows" if f["n_a2a"] else "no DeepEP table: the all-reduce value stands in"

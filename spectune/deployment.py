@@ -116,6 +116,9 @@ class Engine:
     #: whether prefill chunks ride in decode steps (vLLM V1 always; SGLang with
     #: ``--enable-mixed-chunk``, off by default) or run as passes of their own
     mixed_prefill: bool = True
+    #: the expert-parallel exchange around each MoE layer (:data:`EP_EXCHANGES`, priced in
+    #: :mod:`spectune.cost.comm`); profiles/engines/*.yaml cite each engine's default
+    ep_exchange: str = "deepep_low_latency"
 
     def draft_overhead(self, kind: str = "") -> float:
         """Fixed seconds of one drafter pass of a ``kind`` drafter."""
@@ -126,6 +129,9 @@ class Engine:
         """Engine seconds per speculative cycle (the same field as ``spec_step_overhead``)."""
         return self.spec_step_overhead
 
+
+#: Expert-parallel exchanges spectune prices, as vLLM's ``--all2all-backend`` names them.
+EP_EXCHANGES = ("deepep_low_latency", "allgather_reducescatter")
 
 #: An engine that adds nothing to the roofline (``--engine none``).
 NO_ENGINE = Engine("none", 0.0, 0.0, 0.0, 0.0)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import MISSING, fields
 
+from spectune.deployment import EP_EXCHANGES
 from spectune.docspec import (
     AnyObject,
     Choice,
@@ -174,6 +175,7 @@ ENGINE = Obj((
                                                       "--chunked-prefill-size), tokens")),
     _opt("mixed_prefill", Flag("prefill chunks ride in decode steps (vLLM; SGLang --enable-mixed-chunk) "
                                "rather than running as passes of their own")),
+    _opt("ep_exchange", Choice(EP_EXCHANGES)),  # expert-parallel exchange (spectune/cost/comm.py)
     _opt("base", Text("a built-in engine whose constants the others override")),
 ), "a serving engine's overheads",
     rules=(all_of_keys(ENGINE_REQUIRED, "base", "required unless 'base' names a built-in engine"),))

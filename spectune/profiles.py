@@ -222,6 +222,7 @@ def engine_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], base: Eng
         prefill_token_cost=us("prefill_token_cost_us", b.prefill_token_cost),
         max_num_batched_tokens=int(v.get("max_num_batched_tokens", b.max_num_batched_tokens)),
         mixed_prefill=bool(v.get("mixed_prefill", b.mixed_prefill)),
+        ep_exchange=str(v.get("ep_exchange", b.ep_exchange)),
     )
 
 

@@ -58,7 +58,7 @@ from numpy.typing import ArrayLike
 
 from spectune.cost.roofline import Array, Component, fixed
 from spectune.cost.step import StepCost, overhead_seconds, step_cost
-from spectune.deployment import Deployment, Engine, LengthClass, Parallelism
+from spectune.deployment import NO_ENGINE, Deployment, Engine, LengthClass, Parallelism
 from spectune.hardware import GPU
 from spectune.model import Model
 
@@ -152,16 +152,18 @@ def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None
     K = budget or (engine.max_num_batched_tokens if engine is not None else DEFAULT_BUDGET)
     P = prompt_tokens_per_step(lengths, Ba, ma, cached)
     mixing = engine is None or engine.mixed_prefill
+    xch = (engine or NO_ENGINE).ep_exchange  # the engine's expert-parallel exchange, no engine terms
     chunk, q, extra = budget_split(P, isl, Ba, Ta, par, K, mixing)
     if mixing:  # GEMMs and collectives of a step carrying a chunk, at the combined rows (one
         # logit row per prompt it finishes), less the decode step's own; in a share q of steps
         mixed = step_cost(model, gpu, par, None, Ba, Ta + chunk / Ba, Sa, achieved=achieved,
-                          logit_positions=Ta + chunk / isl / Ba)
-        decode = step_cost(model, gpu, par, None, Ba, Ta, Sa, achieved=achieved)
+                          logit_positions=Ta + chunk / isl / Ba, ep_exchange=xch)
+        decode = step_cost(model, gpu, par, None, Ba, Ta, Sa, achieved=achieved, ep_exchange=xch)
         carried = _minus(_parts(mixed, ROW_PARTS, shape), _parts(decode, ROW_PARTS, shape))
     else:  # a prefill pass of its own per chunk (SGLang without --enable-mixed-chunk)
         dp, rows = np.asarray(float(par.dp)), np.broadcast_to(chunk / par.dp, shape)
-        own = step_cost(model, gpu, par, None, dp, rows, 0.0, achieved=achieved, logit_positions=rows / isl)
+        own = step_cost(model, gpu, par, None, dp, rows, 0.0, achieved=achieved, logit_positions=rows / isl,
+                        ep_exchange=xch)
         carried = _parts(own, ROW_PARTS, shape)
         if engine is not None:
             pass_cost = overhead_seconds(model, engine, par, dp, rows, False)
@@ -169,7 +171,7 @@ def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None
     total = _times(q, carried, shape)
     # prefill-only steps for what the budget leaves out: K rows per scheduler each
     alone = step_cost(model, gpu, par, None, float(par.dp), float(K), 0.0, achieved=achieved,
-                      logit_positions=0.0)
+                      logit_positions=0.0, ep_exchange=xch)
     per_alone = _parts(alone, (*ROW_PARTS[:3], "comm"), ())
     if engine is not None:
         per_alone = per_alone + fixed(overhead_seconds(model, engine, par, np.asarray(float(par.dp)),

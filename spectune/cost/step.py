@@ -20,7 +20,7 @@ from spectune.cost.kernels import (
 )
 from spectune.cost.moe import moe_price, moe_work
 from spectune.cost.roofline import Array, Component, Work, fixed, price
-from spectune.deployment import Engine, Parallelism
+from spectune.deployment import NO_ENGINE, Engine, Parallelism
 from spectune.hardware import GPU, Kernels
 from spectune.model import Model, MoE
 
@@ -121,8 +121,10 @@ def layer_works(model: Model, par: Parallelism, B: Array, T: Array, S: Array) ->
     return _layer_pieces(model, par, B, T, S)[0]
 
 
-def comm_cost(model: Model, gpu: GPU, par: Parallelism, B: Array, T: Array) -> Component | None:
-    """Collectives of every layer, or None on a single GPU."""
+def comm_cost(model: Model, gpu: GPU, par: Parallelism, B: Array, T: Array,
+              exchange: str = NO_ENGINE.ep_exchange) -> Component | None:
+    """Collectives of every layer, or None on a single GPU; ``exchange``: the engine's
+    expert-parallel exchange (``Engine.ep_exchange``)."""
     if par.tp == 1 and par.ep == 1:
         return None
     total: Component | None = None
@@ -130,7 +132,7 @@ def comm_cost(model: Model, gpu: GPU, par: Parallelism, B: Array, T: Array) -> C
         ffn = group.ffn
         top_k = ffn.top_k if isinstance(ffn, MoE) else 0
         c = comm_component(gpu, par, model.hidden_size, model.act_dtype, top_k,
-                           isinstance(ffn, MoE), B, T).scaled(group.count)
+                           isinstance(ffn, MoE), B, T, exchange).scaled(group.count)
         total = c if total is None else total + c
     return total
 
@@ -164,12 +166,15 @@ def overhead_seconds(model: Model, engine: Engine, par: Parallelism, B: Array, T
 def step_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
               B: ArrayLike, T: ArrayLike, S: ArrayLike, *, achieved: bool = True,
               speculative: ArrayLike | None = None, role: str = "target",
-              drafter_kind: str = "", logit_positions: ArrayLike | None = None) -> StepCost:
+              drafter_kind: str = "", logit_positions: ArrayLike | None = None,
+              ep_exchange: str | None = None) -> StepCost:
     """Cost of one pass of ``model``: B sequences x T tokens each at context S (arrays
     broadcast). ``speculative`` (default T > 1) adds the per-verified-token engine cost;
     ``engine=None`` leaves engine overhead out (the pure roofline of seed 000).
     ``logit_positions``: positions per sequence whose logits the pass computes (LM head and
-    per-token logits cost); default T, every position, as a verify pass scores them all."""
+    per-token logits cost); default T, every position, as a verify pass scores them all.
+    ``ep_exchange``: the expert-parallel exchange priced (default the engine's, DeepEP without
+    one), for passes priced without engine terms on an engine (a prefill chunk)."""
     Ba = np.asarray(B, dtype=float)
     Ta = np.asarray(T, dtype=float)
     Sa = np.asarray(S, dtype=float)
@@ -179,7 +184,7 @@ def step_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
     works, comps = _layer_pieces(model, par, Ba, Ta, Sa, on, La)
     if not achieved:
         comps = {name: price(w, gpu, achieved) for name, w in works.items()}
-    comm = comm_cost(model, gpu, par, Ba, Ta)
+    comm = comm_cost(model, gpu, par, Ba, Ta, ep_exchange or (engine or NO_ENGINE).ep_exchange)
     if comm is not None:
         comps["comm"] = comm
     if engine is not None:
