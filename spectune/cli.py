@@ -106,7 +106,8 @@ def _complete_names(kinds: tuple[str, ...], incomplete: str) -> list[Any]:
     """Built-in names of ``kinds`` (and 'examples') starting with ``incomplete``."""
     from click.shell_completion import CompletionItem
 
-    from spectune.profiles import builtin_names, doc_names, example_names
+    from spectune.profiles import builtin_names, example_names
+    from spectune.shipped_docs import doc_names
 
     out = []
     for kind in kinds:
@@ -932,7 +933,7 @@ def docs_command(name: str | None) -> None:
     Example:
       spectune docs schema      # every field of every -o yaml|json document, with units
     """
-    from spectune.profiles import doc_names, doc_path
+    from spectune.shipped_docs import doc_names, doc_path
 
     if name is None:
         for n in doc_names():

@@ -19,7 +19,7 @@ from importlib import import_module
 from typing import Any
 
 from spectune.envelope import API_VERSION, Document, envelope
-from spectune.uncertainty import BAND_COVERAGE
+from spectune.uncertainty import band_words
 
 __all__ = ["API_VERSION", "FORMATS", "TABLES", "Document", "envelope", "grid", "render", "table_for",
            "to_json", "to_yaml"]
@@ -462,15 +462,6 @@ def _check_table(doc: Document, fmt: str) -> str:
     if doc["notes"]:
         tail += ["", "Notes:" if md else "notes:"] + [f"- {n}" for n in doc["notes"]]
     return text + ("\n".join(tail) + "\n" if tail else "")
-
-
-def band_words(doc: Document) -> str:
-    """What a document's speedup_low / speedup_high are, in a legend's words."""
-    b = doc.get("band") or {"kind": "validation", "coverage": BAND_COVERAGE}
-    if b["kind"] == "calibrated":
-        return (f"the calibration's {b['coverage']:.0%} prediction band (its constants' standard "
-                "errors and its windows' spread)")
-    return f"the range that held {b['coverage']:.0%} of published measurements (spectune docs validation)"
 
 
 @table_for("Calibration")

@@ -22,7 +22,8 @@ from typing import Any
 from spectune.envelope import Document, envelope
 from spectune.errors import SpectuneError
 from spectune.recommend import Recommendation
-from spectune.render import MARGINAL_LEGEND, MARGINAL_MARK, band_words, feasible, tie_rule
+from spectune.render import MARGINAL_LEGEND, MARGINAL_MARK, feasible, tie_rule
+from spectune.uncertainty import band_words
 from spectune.version import __version__
 
 CSS = """

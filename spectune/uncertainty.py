@@ -42,7 +42,9 @@ acceptance over about 450 drafts, seven requests, read 0.657 where the other win
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -82,3 +84,14 @@ class FitSpread:
     stderrs: tuple[tuple[str, float], ...]
     step_sd: float
     windows: int
+
+
+def band_words(doc: Mapping[str, Any]) -> str:
+    """What a document's speedup_low / speedup_high are (its ``band``: kind and coverage), in
+    a legend's words."""
+    b = doc.get("band") or {"kind": "validation", "coverage": BAND_COVERAGE}
+    if b["kind"] == "calibrated":
+        return (f"the calibration's {b['coverage']:.0%} prediction band (its constants' standard "
+                "errors and its windows' spread; a measured acceptance's sampling error too)")
+    return f"the range that held {b['coverage']:.0%} of published measurements (spectune docs validation)"
+
