@@ -107,7 +107,7 @@ def _complete_names(kinds: tuple[str, ...], incomplete: str) -> list[Any]:
     from click.shell_completion import CompletionItem
 
     from spectune.profiles import builtin_names, example_names
-    from spectune.shipped_docs import doc_names
+    from spectune.shipped import doc_names
 
     out = []
     for kind in kinds:
@@ -933,7 +933,7 @@ def docs_command(name: str | None) -> None:
     Example:
       spectune docs schema      # every field of every -o yaml|json document, with units
     """
-    from spectune.shipped_docs import doc_names, doc_path
+    from spectune.shipped import doc_names, doc_path
 
     if name is None:
         for n in doc_names():

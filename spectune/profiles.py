@@ -45,11 +45,9 @@ KeyPath = tuple[str, ...]
 
 def profiles_dir() -> Path:
     """Where the built-in profiles are: inside the installed package, or the repo's."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "_profiles", here.parent / "profiles"):
-        if candidate.is_dir():
-            return candidate
-    raise InputError("built-in profiles are missing from this installation (reinstall spectune)")
+    from spectune.shipped import shipped_folder
+
+    return shipped_folder("profiles", "built-in profiles are")
 
 
 # --------------------------------------------------------------------------- YAML + lines

@@ -96,7 +96,7 @@ def _all_commands(cmd: object, path: tuple[str, ...] = ()) -> list[tuple[str, ..
 def _user_facing_texts(runner: CliRunner) -> list[tuple[str, str]]:
     """(what, text) of every command's help and the outputs a user reads for the examples."""
     from spectune.profiles import KINDS, builtin_names, example_names
-    from spectune.shipped_docs import doc_names
+    from spectune.shipped import doc_names
 
     runs: list[list[str]] = [[*path, "--help"] for path in _all_commands(cli)]
     for ex in example_names():
