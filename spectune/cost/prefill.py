@@ -73,12 +73,6 @@ def _zero(shape: tuple[int, ...]) -> Component:
     return fixed(np.zeros(shape))
 
 
-def _minus(a: Component, b: Component) -> Component:
-    return Component(a.flops - b.flops, a.bytes - b.bytes, a.seconds - b.seconds,
-                     a.compute_seconds - b.compute_seconds, a.memory_seconds - b.memory_seconds,
-                     a.fixed_seconds - b.fixed_seconds)
-
-
 def _parts(step: StepCost, names: Sequence[str], shape: tuple[int, ...]) -> Component:
     total = _zero(shape)
     for name in names:
@@ -127,11 +121,6 @@ def budget_split(P: ArrayLike, isl: float, B: ArrayLike, T: ArrayLike, par: Para
     return chunk, share, (Pa - share * chunk) / (par.dp * float(budget))
 
 
-def _times(k: Array, c: Component, shape: tuple[int, ...]) -> Component:
-    return Component(*(np.broadcast_to(k * x, shape) for x in (
-        c.flops, c.bytes, c.seconds, c.compute_seconds, c.memory_seconds, c.fixed_seconds)))
-
-
 def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
                  lengths: Sequence[LengthClass], B: ArrayLike, T: ArrayLike, S: ArrayLike,
                  m: ArrayLike, *, budget: int | None = None, achieved: bool = True,
@@ -159,7 +148,7 @@ def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None
         mixed = step_cost(model, gpu, par, None, Ba, Ta + chunk / Ba, Sa, achieved=achieved,
                           logit_positions=Ta + chunk / isl / Ba, ep_exchange=xch)
         decode = step_cost(model, gpu, par, None, Ba, Ta, Sa, achieved=achieved, ep_exchange=xch)
-        carried = _minus(_parts(mixed, ROW_PARTS, shape), _parts(decode, ROW_PARTS, shape))
+        carried = _parts(mixed, ROW_PARTS, shape) + _parts(decode, ROW_PARTS, shape).scaled(-1.0)
     else:  # a prefill pass of its own per chunk (SGLang without --enable-mixed-chunk)
         dp, rows = np.asarray(float(par.dp)), np.broadcast_to(chunk / par.dp, shape)
         own = step_cost(model, gpu, par, None, dp, rows, 0.0, achieved=achieved, logit_positions=rows / isl,
@@ -168,7 +157,7 @@ def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None
         if engine is not None:
             pass_cost = overhead_seconds(model, engine, par, dp, rows, False)
             carried = carried + fixed(np.broadcast_to(pass_cost, shape))
-    total = _times(q, carried, shape)
+    total = carried.scaled(q)
     # prefill-only steps for what the budget leaves out: K rows per scheduler each
     alone = step_cost(model, gpu, par, None, float(par.dp), float(K), 0.0, achieved=achieved,
                       logit_positions=0.0, ep_exchange=xch)
@@ -176,7 +165,7 @@ def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None
     if engine is not None:
         per_alone = per_alone + fixed(overhead_seconds(model, engine, par, np.asarray(float(par.dp)),
                                                        np.asarray(float(K)), False))
-    total = total + _times(extra, per_alone, shape)
+    total = total + per_alone.scaled(extra)
     # attention over each class's prompt prefix: L queries over L / 2 positions per prompt
     # (past a cached prefix C: L - C queries over C + (L - C) / 2); its kernels' fixed cost
     # only in the share q of steps that carry a chunk

@@ -81,8 +81,9 @@ class Component:
             self.fixed_seconds + other.fixed_seconds,
         )
 
-    def scaled(self, factor: float) -> Component:
-        """The same component repeated ``factor`` times (e.g. over identical layers)."""
+    def scaled(self, factor: float | Array) -> Component:
+        """The same component repeated ``factor`` times (e.g. over identical layers; an
+        array: a share of steps per grid point)."""
         return Component(self.flops * factor, self.bytes * factor, self.seconds * factor,
                          self.compute_seconds * factor, self.memory_seconds * factor,
                          self.fixed_seconds * factor)
