@@ -63,8 +63,8 @@ def ratio(cmd: list[str], floor: list[str], pairs: int = 11) -> tuple[float, flo
 
 
 def grid_rate() -> tuple[int, float]:
-    from spectune.profiles import load_deployment
-    from spectune.speedup import speedup_grid
+    from spectune.core.speedup import speedup_grid
+    from spectune.documents.profiles import load_deployment
 
     dep = load_deployment(str(EXAMPLE))
     batches = tuple(int(b) for b in np.unique(np.geomspace(1, 4096, 400).astype(int)))

@@ -214,7 +214,7 @@ def run_config(python: str, model: Path, k: int, concurrencies: list[int], windo
     during which other work kept more than BUSY_CORES busy is measured again once, and noted
     in ``disturbed`` (file name -> cores) if it still was."""
     from spectune.observe import observe_url
-    from spectune.render import render
+    from spectune.render.formats import render
 
     srv = Server(python, model, k, out / f"server-{tag}.log")
     files = {}
@@ -267,11 +267,11 @@ def spectune(*args: str) -> str:
 
 def predict(profile: Path, calib: Path, obs_spec: Any, obs_off: Any, k: int) -> dict[str, float]:
     """Predicted speedup and throughput of K at the plain window's batch and context."""
-    from spectune.band import point_band
-    from spectune.calibration import apply_calibration, load_calibration
-    from spectune.deployment import Workload
-    from spectune.profiles import load_deployment
-    from spectune.speedup import point_speedup
+    from spectune.core.band import point_band
+    from spectune.core.deployment import Workload
+    from spectune.core.speedup import point_speedup
+    from spectune.documents.calibration import apply_calibration, load_calibration
+    from spectune.documents.profiles import load_deployment
 
     dep = apply_calibration(load_deployment(str(profile)), load_calibration(calib))
     dep = replace(dep, acceptance=obs_spec.to_acceptance())
@@ -333,7 +333,7 @@ def main() -> None:
     if not (model / "config.json").is_file() and not a.analyse_only:
         subprocess.run([a.vllm_python, str(BUILD), str(model), "--size", "medium"], check=True, timeout=600)
 
-    from spectune.observe.observation import load_observation
+    from spectune.documents.observation import load_observation
 
     configs = sorted({0, 1, *a.calibrate_on, *a.predict})
     base = max(a.calibrate_on)  # the window whose acceptance and drafting the predictions use

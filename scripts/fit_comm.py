@@ -19,7 +19,7 @@ logs ``size // bytes_per_element``; ``latency`` in ms):
   gather   ``comm/nccl/<newest>/nccl_perf.parquet``, ``all_gather`` and ``reduce_scatter`` rows
            (``message_size`` = the gathered tensor's elements: nccl-tests' size): not fitted,
            priced with the all-reduce's NCCL constants as a check (every row held out)
-Sizes up to 64 MiB. Every row is priced by spectune.cost.collectives (the same code the cost model
+Sizes up to 64 MiB. Every row is priced by spectune.core.cost.collectives (the same code the cost model
 runs: algorithm by size and TP, then its formula) and the constants are fitted by least squares on
 log(time). Held out: every 4-GPU row (the fit sees 2 and 8 GPUs only); the script prints the
 median |log(model/measured)| on fit and held-out rows and the decode row the tests check
@@ -39,9 +39,9 @@ sys.path.insert(0, str(ROOT))
 
 from aic_data import data_folder, parquet_rows  # noqa: E402
 
-from spectune.cost.collectives import allreduce_seconds, alltoall_parts, gather_parts  # noqa: E402
-from spectune.hardware import Collectives  # noqa: E402
-from spectune.profiles import load_gpu  # noqa: E402
+from spectune.core.cost.collectives import allreduce_seconds, alltoall_parts, gather_parts  # noqa: E402
+from spectune.core.hardware import Collectives  # noqa: E402
+from spectune.documents.profiles import load_gpu  # noqa: E402
 
 #: aiconfigurator system -> (spectune GPU profile, link kind)
 SYSTEMS = {

@@ -6,7 +6,7 @@ fits, by least squares on log(TPOT), the two terms a stack without per-kernel ta
 unpriced: ``layer_overhead_us`` (fixed seconds per layer per pass: kernel launch and tail
 latencies beyond the H100-fitted kernel fixed costs) and ``prefill_token_cost_us`` (seconds
 per prompt token a prefill takes beyond its kernel price). TPOT is modelled as in
-spectune/validation.py (``plain_tpot``): decode steps stretched by the other requests'
+spectune/documents/validation.py (``plain_tpot``): decode steps stretched by the other requests'
 prefills. Prints the two YAML keys and the fit's residuals.
 
     python scripts/fit_engine_serving.py [engine]
@@ -24,8 +24,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from spectune.profiles import load_engine  # noqa: E402
-from spectune.validation import plain_tpot  # noqa: E402
+from spectune.documents.profiles import load_engine  # noqa: E402
+from spectune.documents.validation import plain_tpot  # noqa: E402
 
 
 def fit(engine_name: str) -> tuple[float, float, list[tuple[dict, float]]]:

@@ -9,7 +9,7 @@ when the data directory is absent.
     python scripts/fit_kernels.py /path/to/aiconfigurator_core/systems/data [h100_sxm ...]
     python scripts/fit_kernels.py --aiter /path/to/ROCm/aiter/checkout   # MI300X MoE rows, held out
 
-Curves (spectune/cost/kernels.py), each fitted by least squares on log(time):
+Curves (spectune/core/cost/kernels.py), each fitted by least squares on log(time):
   gemm   t = c + max(2mnk / (e_c * peak * m/(m + m_half)), (nk b_w + m(k + n) b_a) / (e_b * BW))
          rows: sglang_torch_linear bf16, m <= 512, n*k >= 2^20 (decode-sized weight GEMMs)
   moe    t = c + c_e A + max(2 N k P / (e_c * peak), A P b_w / (e_b * BW)), A = min(N k, E) distinct
@@ -26,7 +26,7 @@ Curves (spectune/cost/kernels.py), each fitted by least squares on log(time):
 --aiter: ROCm aiter's tuned fused-MoE tables (aiter/configs/model_configs/*tuned_fmoe*.csv, MIT;
 measured per-kernel times on MI300X, cu_num 304) priced by spectune's MoE curve with MI300X's
 default kernels (no MI300X row was fitted): compute at the GEMM curve of the tokens per expert
-against the same curve at no fewer rows than one M tile (spectune.cost.kernels.MOE_TILE_ROWS).
+against the same curve at no fewer rows than one M tile (spectune.core.cost.kernels.MOE_TILE_ROWS).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ MXFP4_ROWS = {
     "h100_sxm": ("vllm", "0.24.0", "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic"),
     "h200_sxm": ("vllm", "0.24.0", "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic"),
 }
-MOE_TILE_ROWS = 32.0  # spectune.cost.kernels.MOE_TILE_ROWS
+MOE_TILE_ROWS = 32.0  # spectune.core.cost.kernels.MOE_TILE_ROWS
 
 
 def _moe_compute(flops, per_expert, peak, gemm, tile=True):
@@ -134,7 +134,7 @@ def fit_moe_mxfp4(data: Path, gpu: str, gemm: dict, moe: dict):
     P = np.array([3 * r["hidden_size"] * r["inter_size"] / r["moe_tp_size"] for r in rows], float)
     t = np.array([r["latency"] for r in rows]) * 1e-3
     A = np.minimum(N * k, E)
-    byts = A * P * 4.25 / 8  # MXFP4: 4 bits + an 8-bit scale per 32 (spectune.hardware)
+    byts = A * P * 4.25 / 8  # MXFP4: 4 bits + an 8-bit scale per 32 (spectune.core.hardware)
     fixed = (moe["moe_call_us"] + moe["moe_expert_us"] * A) * 1e-6
     comp = _moe_compute(2 * N * k * P, N * k / A, bf16, gemm)  # W4A16: bf16 tensor cores
 

@@ -4,7 +4,7 @@
 Reads docs/published-speedups.yaml (every row cited in docs/published-speedups.md) and prints
 spectune's prediction beside each measured speedup, then for each split: n, median
 |predicted / measured - 1| and the share of points where the sign of (speedup - 1) is right,
-and the error band (spectune/uncertainty.py) derived from the validation residuals.
+and the error band (spectune/core/uncertainty.py) derived from the validation residuals.
 docs/validation.md embeds this output: regenerate it with `python scripts/validate.py`.
 """
 
@@ -18,8 +18,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from spectune.uncertainty import BAND_COVERAGE, SPEEDUP_BAND  # noqa: E402
-from spectune.validation import USES, evaluate, log_residual_band, summarise  # noqa: E402
+from spectune.core.uncertainty import BAND_COVERAGE, SPEEDUP_BAND  # noqa: E402
+from spectune.documents.validation import USES, evaluate, log_residual_band, summarise  # noqa: E402
 
 
 def main() -> None:

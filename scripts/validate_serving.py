@@ -3,7 +3,7 @@
 
 Reads docs/aggregated-serving.yaml (published plain-serving benchmarks no constant was fitted
 on, every one cited there) and prints, per row, the measured time per output token beside
-spectune's aggregated step (decode plus the prefill arriving per step, spectune.cost.prefill)
+spectune's aggregated step (decode plus the prefill arriving per step, spectune.core.cost.prefill)
 and the decode-only step at the same context; then per ISL/OSL bucket (<1, 1-4, 4-16, >16):
 n, mean predicted / measured and median |error|, for all rows, for the rows whose engine stack
 an engine profile prices (stack_priced absent), and of those for the stacks no fit has seen
@@ -21,7 +21,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from spectune.serving_validation import ACCEPT_MEAN, ACCEPT_MEDIAN, ServingPoint, buckets, evaluate  # noqa: E402
+from spectune.documents.serving_validation import ACCEPT_MEAN, ACCEPT_MEDIAN, ServingPoint, buckets, evaluate  # noqa: E402
 
 
 def _err(predicted: float, measured: float) -> str:

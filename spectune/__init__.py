@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import sys
 from importlib import import_module
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from spectune.version import __version__
 
 if TYPE_CHECKING:  # the real names, for type checkers; at run time they load on first use
-    from spectune.acceptance import Acceptance
     from spectune.api import (
         calibrate,
         check,
@@ -38,16 +38,16 @@ if TYPE_CHECKING:  # the real names, for type checkers; at run time they load on
         speedup,
         widthdepth,
     )
-    from spectune.check import CheckResult
-    from spectune.deployment import Deployment, Workload
-    from spectune.emit import Snippet
-    from spectune.envelope import API_VERSION
-    from spectune.errors import InputError, SpectuneError
-    from spectune.observe.faults import ObserveError
-    from spectune.observe.observation import Observation
+    from spectune.core.acceptance import Acceptance
+    from spectune.core.deployment import Deployment, Workload
+    from spectune.core.recommend import Recommendation
+    from spectune.core.speedup import PointSpeedup
+    from spectune.documents.envelope import API_VERSION
+    from spectune.documents.observation import Observation
+    from spectune.engines.emit import Snippet
+    from spectune.errors import InputError, ObserveError, SpectuneError
+    from spectune.gate import CheckResult
     from spectune.pricing import PassCost
-    from spectune.recommend import Recommendation
-    from spectune.speedup import PointSpeedup
 
 __all__ = [
     "API_VERSION", "Acceptance", "CheckResult", "Deployment", "InputError", "Observation", "ObserveError",
@@ -58,22 +58,25 @@ __all__ = [
 
 FUNCTIONS = ("calibrate", "check", "cost", "document", "emit", "list_profiles", "load_observation",
              "load_profile", "observe_log", "observe_url", "recommend", "rules", "speedup", "widthdepth")
-# API functions that share their name with a submodule (spectune/recommend.py, ...).
-NAMESAKES = ("calibrate", "check", "cost", "emit", "recommend", "rules", "speedup", "widthdepth")
+# API functions that share their name with a submodule of spectune itself (none since the role
+# packages: spectune/recommend.py is spectune/core/recommend.py). Kept general: one added later
+# (say spectune/fleet.py beside an API ``fleet``) must stay the function after the import.
+_HERE = Path(__file__).resolve().parent
+NAMESAKES = tuple(n for n in FUNCTIONS if (_HERE / f"{n}.py").is_file() or (_HERE / n).is_dir())
 # name -> module that defines it
 _WHERE = {
     **dict.fromkeys(FUNCTIONS, "spectune.api"),
-    "Acceptance": "spectune.acceptance",
-    "CheckResult": "spectune.check",
-    "Deployment": "spectune.deployment", "Workload": "spectune.deployment",
-    "Snippet": "spectune.emit",
-    "API_VERSION": "spectune.envelope",
+    "Acceptance": "spectune.core.acceptance",
+    "CheckResult": "spectune.gate",
+    "Deployment": "spectune.core.deployment", "Workload": "spectune.core.deployment",
+    "Snippet": "spectune.engines.emit",
+    "API_VERSION": "spectune.documents.envelope",
     "InputError": "spectune.errors", "SpectuneError": "spectune.errors",
-    "ObserveError": "spectune.observe.faults",
-    "Observation": "spectune.observe.observation",
+    "ObserveError": "spectune.errors",
+    "Observation": "spectune.documents.observation",
     "PassCost": "spectune.pricing",
-    "Recommendation": "spectune.recommend",
-    "PointSpeedup": "spectune.speedup",
+    "Recommendation": "spectune.core.recommend",
+    "PointSpeedup": "spectune.core.speedup",
 }
 
 
@@ -92,12 +95,12 @@ def __dir__() -> list[str]:
 
 
 class _Namesake:
-    """An API function named like a submodule (``spectune.recommend`` and spectune/recommend.py).
+    """An API function named like a submodule (``spectune.fleet`` and spectune/fleet.py).
 
     Calling it runs the API function; every attribute is the submodule's (read, set and
-    deleted there), so code that reaches the submodule as ``spectune.recommend`` --
-    ``import spectune.recommend as m``, ``monkeypatch.setattr(spectune.recommend, "x", ...)``,
-    ``mock.patch("spectune.recommend.x")`` -- keeps working."""
+    deleted there), so code that reaches the submodule as ``spectune.fleet`` --
+    ``import spectune.fleet as m``, ``monkeypatch.setattr(spectune.fleet, "x", ...)``,
+    ``mock.patch("spectune.fleet.x")`` -- keeps working."""
 
     __slots__ = ("__wrapped__", "_module")
     __doc__ = property(lambda self: self.__wrapped__.__doc__)

@@ -1,3 +1,3 @@
-from spectune.cli import main
+from spectune.cli.main import main
 
 main()

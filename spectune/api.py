@@ -3,9 +3,9 @@
 Every function returns a typed result and prints nothing; notes a user should see are in
 the result (``.notes``). ``spectune.document(result)`` gives the versioned document
 (``apiVersion: spectune/v1``) the command line prints with ``-o yaml|json``; to draw it as
-a table use ``spectune.render.render(doc, "table")``. Errors are
+a table use ``spectune.render.formats.render(doc, "table")``. Errors are
 :class:`~spectune.errors.SpectuneError` subclasses (bad input: :class:`InputError`;
-``observe`` faults: :class:`~spectune.observe.faults.ObserveError`), each with the
+``observe`` faults: :class:`~spectune.errors.ObserveError`), each with the
 ``exit_code`` the command line would return.
 
 Example::
@@ -24,19 +24,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spectune.docspec import Choice, Field, Kind, List, Obj, Text
-from spectune.envelope import Document
+from spectune.documents.docspec import Choice, Field, Kind, List, Obj, Text
+from spectune.documents.envelope import Document
 
 if TYPE_CHECKING:
-    from spectune.check import CheckResult
-    from spectune.deployment import Deployment, Engine
-    from spectune.emit import Snippet
-    from spectune.hardware import GPU
-    from spectune.model import Drafter, Model
-    from spectune.observe.observation import Observation
+    from spectune.core.deployment import Deployment, Engine
+    from spectune.core.hardware import GPU
+    from spectune.core.model import Drafter, Model
+    from spectune.core.recommend import Recommendation
+    from spectune.core.speedup import PointSpeedup
+    from spectune.documents.observation import Observation
+    from spectune.engines.emit import Snippet
+    from spectune.gate import CheckResult
     from spectune.pricing import PassCost
-    from spectune.recommend import Recommendation
-    from spectune.speedup import PointSpeedup
 
 DEFAULT_ADAPTIVE_PATH = "spectune-sglang-adaptive.json"
 
@@ -45,7 +45,7 @@ def load_profile(profile: str | Path) -> Deployment:
     """A deployment profile: a YAML file, ``"-"`` (stdin) or a shipped example's name.
 
     :class:`~spectune.errors.InputError` names file, line and key of a bad profile."""
-    from spectune.profiles import load_deployment
+    from spectune.documents.profiles import load_deployment
 
     return load_deployment(str(profile))
 
@@ -73,13 +73,13 @@ def recommend(profile: Deployment | str | Path, *, observation: Observation | st
     ``output_tokens`` (mean tokens per request, together) price an aggregated worker's
     prefill (``--prompt-tokens`` / ``--output-tokens``). The notes (observation,
     extrapolation, lengths) are in ``.notes``."""
-    from spectune.lengths import with_lengths
+    from spectune.core.lengths import with_lengths
+    from spectune.core.recommend import recommend as run
     from spectune.overrides import prepare
-    from spectune.recommend import recommend as run
 
     dep = _deployment(profile)
     if calibration is not None:
-        from spectune.calibration import apply_calibration, load_calibration
+        from spectune.documents.calibration import apply_calibration, load_calibration
 
         dep = apply_calibration(dep, load_calibration(calibration))
     prepared = prepare(dep, observation=_observation(observation), alpha=alpha,
@@ -118,9 +118,9 @@ def speedup(profile: Deployment | str | Path | None = None, *, gamma: int, batch
     """The roofline speedup of draft length ``gamma`` at one (batch, context) point
     (``spectune speedup``): expected tokens, plain, verify and draft step seconds, speedup;
     with ``prompt_tokens`` / ``output_tokens`` the aggregated, diluted speedup."""
-    from spectune.lengths import with_lengths
+    from spectune.core.lengths import with_lengths
+    from spectune.core.speedup import point_speedup
     from spectune.pricing import resolve_target, speedup_deployment
-    from spectune.speedup import point_speedup
 
     target = resolve_target(_deployment(profile) if profile is not None else None, gpu=gpu, model=model,
                             engine=engine)
@@ -137,11 +137,11 @@ def widthdepth(profile: Deployment | str | Path, *, positions: int, batch: int |
     verifying positions / batch); kind ``WidthDepth``. ``alpha``: i.i.d. acceptance instead
     of the profile's; ``coactivation`` overrides the MoE routing's F; the drafter and the
     engine's overheads are priced only when asked (the seed takes them as free)."""
-    from spectune.acceptance import ALPHA_OPTION, Acceptance
-    from spectune.documents import widthdepth_doc
+    from spectune.core.acceptance import ALPHA_OPTION, Acceptance
+    from spectune.core.widthdepth import width_vs_depth
+    from spectune.documents.results import widthdepth_doc
     from spectune.errors import InputError
     from spectune.pricing import with_coactivation
-    from spectune.widthdepth import width_vs_depth
 
     dep = _deployment(profile)
     b = batch or max(1, positions // 2)
@@ -168,10 +168,9 @@ def calibrate(profile: Deployment | str | Path,
     off and on, at one or more concurrencies. Returns the Calibration document (its
     ``notes`` say what the windows could not separate); pass its file to
     ``recommend(..., calibration=FILE)``. Too few or unusable windows: InputError."""
-    from spectune.calibrate import CalibrationError
-    from spectune.calibration import calibrate_observations
-    from spectune.errors import InputError
-    from spectune.observe.faults import ObserveUsageError
+    from spectune.core.calibrate import CalibrationError
+    from spectune.documents.calibration import calibrate_observations
+    from spectune.errors import InputError, ObserveUsageError
 
     names = [str(o) if isinstance(o, (str, Path)) else f"observation[{i}]"
              for i, o in enumerate(observations)]
@@ -201,7 +200,7 @@ def observe_log(path: str | Path) -> Observation:
 
 def load_observation(path: str | Path) -> Observation:
     """An ``observe -o yaml|json`` file read back (validated; InputError-style faults)."""
-    from spectune.observe.observation import load_observation as load
+    from spectune.documents.observation import load_observation as load
 
     return load(path)
 
@@ -215,7 +214,7 @@ def emit(rec: Recommendation, kind: str, *, observation: Observation | str | Pat
     Where one static gamma must serve every batch size, it is chosen for the observed batch
     mix of ``observation`` and/or ``batch_mix`` (batch size -> weight; its entries win).
     Returns ``.text`` (the snippet) and ``.notes``."""
-    from spectune.emit import build_snippet
+    from spectune.engines.emit import build_snippet
 
     mix: dict[int, float] = {}
     obs = _observation(observation)
@@ -232,9 +231,9 @@ def check(serving_config: str | Path, profile: Deployment | str | Path,
     """Gate a deployed serving configuration (``vllm serve --config`` file, command line,
     Kubernetes manifest) against ``profile``'s recommendation (``spectune check``):
     ``.exit_code`` 0 pass / 1 fail, ``.document`` the CheckReport, ``.warnings``."""
-    from spectune.check import DEFAULT_TOLERANCE
-    from spectune.check import check as run
-    from spectune.serving_config import read_serving_config
+    from spectune.engines.serving_config import read_serving_config
+    from spectune.gate import DEFAULT_TOLERANCE
+    from spectune.gate import check as run
 
     conf = read_serving_config(str(serving_config))
     return run(conf, _deployment(profile), DEFAULT_TOLERANCE if tolerance is None else tolerance)
@@ -245,7 +244,7 @@ def list_profiles(kind: str | None = None) -> Document:
     ``kind`` one of those five to list only it."""
     import yaml
 
-    from spectune.profiles import KINDS, examples_dir, profiles_dir
+    from spectune.documents.profiles import KINDS, examples_dir, profiles_dir
 
     rows = []
     for k in [kind] if kind else [*KINDS, "examples"]:
@@ -266,12 +265,12 @@ PROFILE_LIST = Kind("ProfileList", "spectune profiles list", "built-in profiles 
 def document(result: Any) -> Document:
     """The versioned document of a result of this API (what ``-o yaml|json`` prints):
     a Recommendation, PassCost, Observation, CheckResult, or a document (returned as is)."""
-    from spectune.recommend import Recommendation
+    from spectune.core.recommend import Recommendation
 
     if isinstance(result, dict) and "apiVersion" in result:
         return result
     if isinstance(result, Recommendation):
-        from spectune.documents import recommendation_doc
+        from spectune.documents.results import recommendation_doc
 
         return recommendation_doc(result)
     to_dict = getattr(result, "to_dict", None)  # PassCost, Observation
@@ -297,12 +296,12 @@ def rules(profile: Deployment | str | Path, *, by: Sequence[str] = (), selector:
     its ``selector``, ``by`` and ``prometheus`` are used (``selector`` replaces, ``by`` adds).
     ``grafana``: a Grafana dashboard (JSON) of the recorded series instead, with the
     recommended gamma and the break-even acceptance as reference lines."""
+    from spectune.core.thresholds import thresholds
+    from spectune.documents.fleet_file import load_fleet_file
     from spectune.errors import InputError
-    from spectune.fleet_file import load_fleet_file
     from spectune.limits import DEFAULT_CHECK_TOLERANCE
     from spectune.observe.prometheus import group_labels, selector_matchers
-    from spectune.rules import RulesSpec, Target, check_matchers, rules_file
-    from spectune.thresholds import thresholds
+    from spectune.render.rules import RulesSpec, Target, check_matchers, rules_file
 
     tol = DEFAULT_CHECK_TOLERANCE if tolerance is None else tolerance
     if not 0.0 <= tol < 1.0:
@@ -334,7 +333,7 @@ def rules(profile: Deployment | str | Path, *, by: Sequence[str] = (), selector:
             targets.append(Target(e.match, thresholds(dep, tolerance=tol, context=context), e.profile,
                                   e.config))
     if grafana:
-        from spectune.grafana import dashboard
+        from spectune.render.grafana import dashboard
 
         return dashboard(targets, spec)
     return rules_file(targets, spec)
@@ -342,11 +341,11 @@ def rules(profile: Deployment | str | Path, *, by: Sequence[str] = (), selector:
 
 def _is_fleet(ref: Deployment | str | Path) -> bool:
     """Whether ``ref`` is a fleet file (a YAML mapping with ``deployments``), not a profile."""
-    from spectune.inputs import is_file
+    from spectune.documents.inputs import is_file
 
     if not isinstance(ref, (str, Path)) or str(ref) == "-" or not is_file(ref):
         return False
-    from spectune.profiles import parse_yaml, read_text
+    from spectune.documents.profiles import parse_yaml, read_text
 
     data = parse_yaml(read_text(ref), str(ref)).data
     return isinstance(data, dict) and "deployments" in data

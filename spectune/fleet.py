@@ -7,9 +7,9 @@ unknown) and context lengths S:
 
     Sp_mix(g) = sum_b w_b * mean_S Sp(b, S, g_b)
 
-where g_b is the draft length at batch b: the recommended one (:func:`spectune.emit.plan.
+where g_b is the draft length at batch b: the recommended one (:func:`spectune.core.plan.
 per_batch_gamma`: gamma* of each batch size, what a schedule sets) or the configured one
-(read from the serving config by :mod:`spectune.check`: its schedule or its static gamma; 0
+(read from the serving config by :mod:`spectune.gate`: its schedule or its static gamma; 0
 when speculation is off). The predicted gain of the recommendation over the configuration
 is Sp_mix(recommended) / Sp_mix(current) - 1 (a throughput ratio: both are relative to the
 same plain decode).
@@ -22,12 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spectune.docspec import Field, Kind, List, Map, Nullable, Number, Obj, Text
-from spectune.documents import RECOMMENDATION
-from spectune.emit.plan import Plan, make_plan, normalise_weights
-from spectune.envelope import Document
-from spectune.recommend import Recommendation
-from spectune.speedup import speedup_grid
+from spectune.core.plan import Plan, make_plan, normalise_weights
+from spectune.core.recommend import Recommendation
+from spectune.core.speedup import speedup_grid
+from spectune.documents.docspec import Field, Kind, List, Map, Nullable, Number, Obj, Text
+from spectune.documents.envelope import Document
+from spectune.documents.results import RECOMMENDATION
 
 KIND = "FleetReport"
 

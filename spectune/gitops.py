@@ -18,9 +18,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from spectune.check_report import CHECK_REPORT
-from spectune.docspec import Choice, Field, Kind, List, Obj, Text
-from spectune.envelope import Document
+from spectune.documents.check_report import CHECK_REPORT
+from spectune.documents.docspec import Choice, Field, Kind, List, Obj, Text
+from spectune.documents.envelope import Document
 from spectune.errors import EXIT_GATE_FAILED, EXIT_OK, InputError
 
 KIND = "CheckSet"
@@ -35,7 +35,7 @@ CHECK_SET = Kind(KIND, "spectune check DIR --profiles MAP",
 
 def load_profile_map(path: str, folder: str) -> list[tuple[str, str]]:
     """(manifest path, profile) for every manifest under ``folder``, in path order."""
-    from spectune.profiles import parse_yaml, read_text
+    from spectune.documents.profiles import parse_yaml, read_text
 
     doc = parse_yaml(read_text(path), path)
     d = doc.data
@@ -71,9 +71,9 @@ def check_directory(folder: str, profile_map: str, tolerance: float,
                     warn: Callable[[str], None]) -> tuple[Document, int]:
     """Each mapped manifest checked against its profile: a ``CheckSet`` document and the exit
     code (1 when any manifest fails the gate)."""
-    from spectune.check import check
-    from spectune.profiles import load_deployment
-    from spectune.serving_config import read_serving_config
+    from spectune.documents.profiles import load_deployment
+    from spectune.engines.serving_config import read_serving_config
+    from spectune.gate import check
 
     reports: list[Document] = []
     code: int = EXIT_OK

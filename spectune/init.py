@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spectune.documents.inputs import is_file, parse_json
 from spectune.errors import InputError
-from spectune.inputs import is_file, parse_json
 from spectune.limits import MAX_PROBE_BYTES
 
 #: /v1/models of a server that serves many models (LoRA adapters) stays far below this.
@@ -39,8 +39,8 @@ def model_ref(model: str) -> tuple[Any, str]:
     """(profile value, comment) for ``--model``: a built-in name, a config.json, or a model
     folder; a path is kept as the user typed it (a relative one is read from the profile's
     folder, which is where ``init``'s output usually goes: the working directory)."""
-    from spectune.profiles import builtin_aliases
-    from spectune.user_model import config_file, is_path
+    from spectune.documents.profiles import builtin_aliases
+    from spectune.documents.user_model import config_file, is_path
 
     if is_path(model, lambda r: bool(builtin_aliases("models", r))):
         p = Path(model)
@@ -51,7 +51,7 @@ def model_ref(model: str) -> tuple[Any, str]:
         if not is_file(p):
             raise InputError(f"--model {model}: no such file")
         return {"config": model}, f"a Hugging Face config.json{where}"
-    from spectune.profiles import builtin_path
+    from spectune.documents.profiles import builtin_path
 
     builtin_path("models", model)  # unknown names fail here with suggestions
     return model, "built-in model (spectune profiles show " + model + ")"
@@ -62,7 +62,7 @@ def server_info(url: str, timeout: float = 10.0) -> ServerInfo:
     answer like vLLM or SGLang."""
     import requests
 
-    from spectune.engines import ENGINES
+    from spectune.engines.registry import ENGINES
 
     base = url.rstrip("/")
     for suffix in ("/metrics", "/v1"):
@@ -111,7 +111,7 @@ def profile_text(*, gpu: str, model: str, drafter: str, engine: str, tp: int, ep
     mval, mnote = model_ref(model)
     cpu = gpu.lower() in ("cpu", "x86-cpu", "vllm-cpu")
     if name is None:
-        from spectune.user_model import model_label
+        from spectune.documents.user_model import model_label
 
         name = f"{model_label(model) if isinstance(mval, dict) else model}-{gpu}-{drafter}"
     lines = ["# spectune deployment profile, written by `spectune init`. Edit freely;",
@@ -138,14 +138,14 @@ def profile_text(*, gpu: str, model: str, drafter: str, engine: str, tp: int, ep
               "workload:                      # operating points: concurrent sequences, context tokens",
               f"  batch_sizes: [{', '.join(str(b) for b in batches)}]",
               f"  context_lengths: [{', '.join(str(c) for c in contexts)}]"]
-    from spectune.profiles import load_drafter
+    from spectune.documents.profiles import load_drafter
 
     if load_drafter(drafter).kind != "ngram":
         lines += ["acceptance:                           # PLACEHOLDER: measure it with `spectune observe`",
                   "  alpha: 0.6"]
     lines += ["# calibration: calib.yaml               # constants fitted by `spectune calibrate`", ""]
     text = "\n".join(lines)
-    from spectune.profiles import deployment_from_doc, parse_yaml
+    from spectune.documents.profiles import deployment_from_doc, parse_yaml
 
     deployment_from_doc(parse_yaml(text, "<spectune init>"))  # what recommend will do
     return text

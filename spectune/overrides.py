@@ -11,11 +11,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from spectune.acceptance import ALPHA_OPTION, Acceptance
-from spectune.deployment import Deployment
+from spectune.core.acceptance import ALPHA_OPTION, Acceptance
+from spectune.core.deployment import Deployment
 
 if TYPE_CHECKING:
-    from spectune.observe.observation import Observation
+    from spectune.documents.observation import Observation
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from spectune.acceptance import ALPHA_OPTION, Acceptance
-from spectune.cost import StepCost, marginal_cost, step_cost
-from spectune.deployment import (
+from spectune.core.acceptance import ALPHA_OPTION, Acceptance
+from spectune.core.cost import StepCost, marginal_cost, step_cost
+from spectune.core.deployment import (
     NO_ENGINE,
     Deployment,
     Engine,
@@ -21,11 +21,11 @@ from spectune.deployment import (
     Workload,
     parallelism_problem,
 )
-from spectune.envelope import Document
+from spectune.core.hardware import GPU
+from spectune.core.memory import PROFILE_TOKENS, Memory, memory, parameter_counts, shared_prefix
+from spectune.core.model import Drafter, Model
+from spectune.documents.envelope import Document
 from spectune.errors import InputError
-from spectune.hardware import GPU
-from spectune.memory import PROFILE_TOKENS, Memory, memory, parameter_counts, shared_prefix
-from spectune.model import Drafter, Model
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def resolve_target(profile: Deployment | str | None = None, *, gpu: GPU | str | 
     routing's co-activation (seed 003); ``dtypes`` (a profile's ``dtypes:`` keys) the model's
     storage dtypes. :class:`InputError` when neither a profile nor
     both ``gpu`` and ``model`` are given, or the parallelism is inconsistent."""
-    from spectune.profiles import load_deployment, load_engine, load_gpu, load_model
+    from spectune.documents.profiles import load_deployment, load_engine, load_gpu, load_model
 
     dep = load_deployment(profile) if isinstance(profile, str) else profile
     if dep is None and not (gpu and model):
@@ -59,7 +59,7 @@ def resolve_target(profile: Deployment | str | None = None, *, gpu: GPU | str | 
     g = load_gpu(gpu) if isinstance(gpu, str) else gpu or dep.gpu  # type: ignore[union-attr]
     m = load_model(model) if isinstance(model, str) else model or dep.model  # type: ignore[union-attr]
     if dtypes:
-        from spectune.user_model import with_dtypes
+        from spectune.documents.user_model import with_dtypes
 
         m = with_dtypes(m, dtypes)
     base = dep.parallelism if dep else Parallelism()
@@ -115,7 +115,7 @@ class PassCost:
         return float(self.step.seconds)
 
     def inputs(self) -> dict[str, Any]:
-        from spectune.documents import memory_doc
+        from spectune.documents.results import memory_doc
 
         t = self.target
         total, active = parameter_counts(t.model)
@@ -129,7 +129,7 @@ class PassCost:
 
     def to_dict(self) -> Document:
         """Kind ``StepCost``."""
-        from spectune.documents import step_cost_doc
+        from spectune.documents.results import step_cost_doc
 
         return step_cost_doc(self.step, self.marginal, self.inputs())
 
@@ -139,14 +139,14 @@ def price_pass(target: Target, batch: int, tokens: int, context: int, *, achieve
     """Price one pass (see :class:`PassCost`); ``achieved`` False: peak rates. With request
     ``lengths`` the pass is an aggregated worker's mean step: a ``prefill`` component carries
     the prompt tokens arriving per plain step (one token committed per sequence,
-    :mod:`spectune.cost.prefill`)."""
+    :mod:`spectune.core.cost.prefill`)."""
     t = target
     c = step_cost(t.model, t.gpu, t.parallelism, t.engine, batch, tokens, context, achieved=achieved)
     r = marginal_cost(t.model, t.gpu, t.parallelism, t.engine, batch, tokens, context, achieved=achieved)
     dep = t.deployment  # the profile's shared prompt prefix is held once when its model is priced
     prefix = shared_prefix(dep) if dep is not None and t.model.name == dep.model.name else 0
     if lengths:
-        from spectune.cost.prefill import prefill_cost
+        from spectune.core.cost.prefill import prefill_cost
 
         pre = prefill_cost(t.model, t.gpu, t.parallelism, t.engine, lengths, batch, tokens, context, 1.0,
                            achieved=achieved, cached=float(prefix))
@@ -162,7 +162,7 @@ def pass_lengths(target: Target, prompt_tokens: float | None,
     """The request lengths ``spectune cost`` prices a prefill share for: the options', else an
     aggregated profile's (none for a decode-only worker or without lengths: one pass, as
     before); a note says so when a prefill share is priced."""
-    from spectune.lengths import lengths_notes, with_lengths
+    from spectune.core.lengths import lengths_notes, with_lengths
     from spectune.notes import notes
 
     dep = target.deployment
@@ -192,7 +192,7 @@ def speedup_deployment(target: Target, batch: int, context: int, *, drafter: Dra
     """The one-point deployment ``spectune speedup`` prices: the drafter is a cost ratio
     ``draft_cost`` (draft token / target step), else ``drafter`` (a built-in name or a
     :class:`Drafter`), else the profile's; acceptance i.i.d. ``alpha``, else the profile's."""
-    from spectune.profiles import load_drafter
+    from spectune.documents.profiles import load_drafter
 
     dep = target.deployment
     if draft_cost is not None:

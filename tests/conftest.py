@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from spectune.hardware import GPU
+from spectune.core.hardware import GPU
 
 
 @pytest.fixture
@@ -20,9 +20,9 @@ def seed_b200() -> GPU:
 
 @pytest.fixture(autouse=True)
 def _no_remembered_secrets() -> Iterator[None]:
-    """spectune.observe.redact remembers the credentials a process was given (one command per
+    """spectune.redact remembers the credentials a process was given (one command per
     process in real use): each test starts and ends without any."""
-    from spectune.observe import redact
+    from spectune import redact
 
     redact.forget()
     yield

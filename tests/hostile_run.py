@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from click.testing import CliRunner
 
-from spectune.cli import cli
+from spectune.cli.main import cli
 
 SECONDS = 10
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spectune.acceptance import Acceptance
-from spectune.speedup import closed_form
+from spectune.core.acceptance import Acceptance
+from spectune.core.speedup import closed_form
 
 
 @pytest.mark.parametrize("alpha", [0.3, 0.5, 0.7, 0.8, 0.9, 0.95])

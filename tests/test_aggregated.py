@@ -1,5 +1,5 @@
 """The aggregated step (issue 21, items 1-2): prompt/output lengths in the workload, the
-prefill each decode step carries (spectune.cost.prefill) and the diluted speedup."""
+prefill each decode step carries (spectune.core.cost.prefill) and the diluted speedup."""
 
 from __future__ import annotations
 
@@ -16,16 +16,16 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spectune.cli import cli
-from spectune.cost import step_cost
-from spectune.cost.prefill import ROW_PARTS, _parts, budget_split, prefill_cost, prompt_tokens_per_step
-from spectune.deployment import Deployment, LengthClass, Parallelism
+from spectune.cli.main import cli
+from spectune.core.cost import step_cost
+from spectune.core.cost.prefill import ROW_PARTS, _parts, budget_split, prefill_cost, prompt_tokens_per_step
+from spectune.core.deployment import Deployment, LengthClass, Parallelism
+from spectune.core.hardware import GPU
+from spectune.core.lengths import decode_context, with_lengths
+from spectune.core.speedup import speedup_grid
+from spectune.documents.hf_config import model_from_hf_config
+from spectune.documents.profiles import load_deployment, load_engine, load_gpu, load_model
 from spectune.errors import InputError
-from spectune.hardware import GPU
-from spectune.hf_config import model_from_hf_config
-from spectune.lengths import decode_context, with_lengths
-from spectune.profiles import load_deployment, load_engine, load_gpu, load_model
-from spectune.speedup import speedup_grid
 
 EXAMPLE = "llama-3.1-70b-h100-eagle3"
 SERVE = "vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4\n"
@@ -111,7 +111,7 @@ def test_prefill_is_priced_once_whatever_the_budget() -> None:
 # compared to a decode-only batch". Derived here from first principles (peak roofline): a decode
 # in a decode-only batch pays its share of a weight read; piggybacked on a prefill chunk (256
 # tokens, one of Sarathi's chunk sizes) it pays only the GEMM rows it adds at the combined row
-# count (weights read once: what spectune.cost.prefill prices) and its own attention.
+# count (weights read once: what spectune.core.cost.prefill prices) and its own attention.
 LLAMA_13B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 5120,
              "intermediate_size": 13824, "num_attention_heads": 40, "num_key_value_heads": 40,
              "num_hidden_layers": 40, "vocab_size": 32000, "torch_dtype": "float16",
@@ -145,7 +145,7 @@ def test_sarathi_piggybacked_decodes_cost_up_to_an_order_of_magnitude_less() -> 
        ratios=st.lists(st.floats(0.05, 64.0), min_size=2, max_size=5, unique=True))
 def test_speedup_falls_monotonically_as_prompts_grow(batch: int, alpha: float, osl: int,
                                                      ratios: list[float]) -> None:
-    from spectune.acceptance import Acceptance
+    from spectune.core.acceptance import Acceptance
 
     dep = replace(load_deployment(EXAMPLE), acceptance=Acceptance.iid(alpha))
     dep = replace(dep, workload=replace(dep.workload, batch_sizes=(batch,), context_lengths=(4096,)))
@@ -212,7 +212,7 @@ def test_a_bad_token_budget_is_refused(tmp_path: Path, value: object) -> None:
 
 
 def test_the_memory_check_reads_the_token_budget() -> None:
-    from spectune.memory import memory
+    from spectune.core.memory import memory
 
     dep = load_deployment(EXAMPLE)
     args = (dep.model, dep.drafter, dep.gpu, dep.parallelism, 8, 4096, 3)
@@ -290,7 +290,7 @@ def test_api_offers_the_lengths() -> None:
 def test_drafter_prefill_is_priced_on_the_speculative_path_only() -> None:
     gpu, model = load_gpu("h100-sxm"), load_model("llama-3.1-8b")
     dep = replace(load_deployment(EXAMPLE), gpu=gpu, model=model, parallelism=Parallelism())
-    from spectune.profiles import load_drafter
+    from spectune.documents.profiles import load_drafter
 
     eagle = _with(replace(dep, drafter=load_drafter("eagle3-llama-3.1-8b")), 8000, 200)
     ngram = _with(replace(dep, drafter=load_drafter("ngram")), 8000, 200)
@@ -322,7 +322,7 @@ def test_observed_lengths_are_carried_into_the_workload_unless_given() -> None:
 
 
 def test_the_report_shows_the_speedup_falling_as_prompts_grow() -> None:
-    from spectune.prompt_table import RATIOS, prompt_growth
+    from spectune.core.prompt_table import RATIOS, prompt_growth
 
     pg = prompt_growth(load_deployment(EXAMPLE), 8192, [1, 16, 64])
     assert pg.speedup.shape == (3, 1 + len(RATIOS))
@@ -336,9 +336,9 @@ def test_aggregated_step_matches_measured_serving_tpot_the_decode_step_misses() 
     """docs/plain-decode.yaml: dstack's SGLang DeepSeek-R1 serving runs (8x MI300X, 8x H200;
     3200 in / 800 out, concurrency 4..128), measured TPOT includes the other requests'
     prefills. Those rows fitted the engines' layer_overhead and prefill_token_cost (through
-    the stall model of spectune.validation), not this model: a consistency check, not a
+    the stall model of spectune.documents.validation), not this model: a consistency check, not a
     held-out validation. The decode-only step misses the prefill share (0.5x at 128)."""
-    from spectune.validation import plain_deployment
+    from spectune.documents.validation import plain_deployment
 
     doc = Path(__file__).parents[1] / "docs" / "plain-decode.yaml"
     rows = yaml.safe_load(doc.read_text(encoding="utf-8"))
@@ -381,7 +381,7 @@ SGL = "python -m sglang.launch_server --model-path m"
 def test_check_reads_the_token_budget_from_the_serving_command(
         tmp_path: Path, command: str, budget: int | None, mixed: bool | None) -> None:
     from spectune.engines.options import with_configured_budget
-    from spectune.serving_config import read_serving_config
+    from spectune.engines.serving_config import read_serving_config
 
     f = tmp_path / "serve.sh"
     f.write_text(command + "\n", encoding="utf-8")
@@ -421,10 +421,10 @@ def test_a_cached_shared_prefix_is_not_prefilled_again() -> None:
     prefix), and the speedup is diluted less."""
     from dataclasses import replace
 
-    from spectune.cost.prefill import prefill_cost, prompt_tokens_per_step
-    from spectune.deployment import LengthClass
-    from spectune.profiles import load_deployment
-    from spectune.speedup import speedup_grid
+    from spectune.core.cost.prefill import prefill_cost, prompt_tokens_per_step
+    from spectune.core.deployment import LengthClass
+    from spectune.core.speedup import speedup_grid
+    from spectune.documents.profiles import load_deployment
 
     lengths = (LengthClass(4000, 250),)
     per_step = prompt_tokens_per_step(lengths, 16, 2.0, cached=3000.0)

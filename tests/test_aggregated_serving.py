@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spectune.serving_validation import LABELS, ServingPoint, buckets, deployment, evaluate, mean_length
+from spectune.documents.serving_validation import (
+    LABELS,
+    ServingPoint,
+    buckets,
+    deployment,
+    evaluate,
+    mean_length,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = yaml.safe_load((ROOT / "docs" / "aggregated-serving.yaml").read_text(encoding="utf-8"))

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from spectune.profiles import (
+from spectune.core.recommend import recommend
+from spectune.documents.profiles import (
     builtin_names,
     examples_dir,
     load_deployment,
@@ -17,7 +18,6 @@ from spectune.profiles import (
     load_model,
     profiles_dir,
 )
-from spectune.recommend import recommend
 
 
 @pytest.mark.parametrize("name", builtin_names("gpus"))

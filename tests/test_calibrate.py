@@ -17,17 +17,17 @@ import yaml
 from click.testing import CliRunner
 from observe_support import SCRAPE, MetricsServer, Reply, fixture_text
 
-from spectune.calibrate import CalibrationWindow, fit, get_constants, predict_steps, with_constants
-from spectune.cli import cli
-from spectune.cost import step_cost
-from spectune.draft_share import draft_length
+from spectune.cli.main import cli
+from spectune.core.calibrate import CalibrationWindow, fit, get_constants, predict_steps, with_constants
+from spectune.core.cost import step_cost
+from spectune.core.draft_share import draft_length
+from spectune.core.speedup import speedup_grid
+from spectune.documents.observation import Observation
+from spectune.documents.profiles import deployment_from_doc, parse_yaml
 from spectune.engines.vllm import analyse
 from spectune.observe.exposition import parse_exposition
-from spectune.observe.observation import Observation
 from spectune.observe.window import Capture, Snapshot
-from spectune.profiles import deployment_from_doc, parse_yaml
-from spectune.render import render
-from spectune.speedup import speedup_grid
+from spectune.render.formats import render
 
 DATA = Path(__file__).parent / "data"
 
@@ -56,7 +56,7 @@ def test_step_timing_of_the_real_scrape() -> None:
     assert t.decode_time_seconds is not None and t.decode_time_seconds.count == 4
     back = Observation.from_dict(json.loads(render(obs.to_dict(), "json")), "x")
     assert back.steps is not None
-    from spectune.observe.observation import STEP_NUMBERS, STEP_NUMBERS_2
+    from spectune.documents.observation import STEP_NUMBERS, STEP_NUMBERS_2
 
     for k in (*STEP_NUMBERS, *STEP_NUMBERS_2):  # documents keep 6 decimals
         assert getattr(back.steps, k) == pytest.approx(getattr(t, k), rel=1e-4, abs=1e-6), k
@@ -192,7 +192,7 @@ def _profile(tmp: Path) -> Path:
 
 def test_calibrate_cli_document_and_recommend(tmp_path: Path) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    from spectune.schema import schema_for
+    from spectune.documents.schema import schema_for
 
     p = _profile(tmp_path)
     files = _observation_files(tmp_path)

@@ -12,9 +12,9 @@ import yaml
 from builders import profile
 from click.testing import CliRunner, Result
 
-from spectune.cli import cli
+from spectune.cli.main import cli
+from spectune.engines.serving_config import read_serving_config
 from spectune.errors import InputError
-from spectune.serving_config import read_serving_config
 
 CI = Path(__file__).resolve().parent.parent / "examples" / "ci"
 PROFILE = str(CI / "profile.yaml")
@@ -509,7 +509,7 @@ EXAMPLES = CI.parent
 
 def launch(prof: str, engine: str) -> str:
     """Model and parallelism options that launch the profile's deployment on ``engine``."""
-    from spectune.profiles import load_deployment
+    from spectune.documents.profiles import load_deployment
 
     dep = load_deployment(prof)
     p = dep.parallelism
@@ -581,9 +581,9 @@ def test_gate_reports_unconstrained_gamma_star_but_compares_with_the_schedule(ru
 
 def test_data_parallel_gate_compares_with_one_static_gamma(runner: CliRunner, tmp_path: Path) -> None:
     """vLLM ignores a schedule with dp > 1: the best it can be set to is one static K."""
-    from spectune.emit import make_plan
-    from spectune.profiles import load_deployment
-    from spectune.recommend import recommend
+    from spectune.core.recommend import recommend
+    from spectune.documents.profiles import load_deployment
+    from spectune.engines.emit import make_plan
 
     dp = tmp_path / "dp.yaml"
     dp.write_text(yaml.safe_dump(profile(

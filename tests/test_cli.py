@@ -10,7 +10,7 @@ import yaml
 from builders import profile
 from click.testing import CliRunner
 
-from spectune.cli import cli
+from spectune.cli.main import cli
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 see its README): calibrated on the speculation-off and K = 1 windows only, spectune predicts
 the K = 3 windows, which no fit reads.
 
-* the n-gram draft share falls with K as spectune.draft_share says (a fixed share of each
+* the n-gram draft share falls with K as spectune.core.draft_share says (a fixed share of each
   request's tokens comes from undrafted steps), where holding the K = 1 share does not;
 * the calibrated prediction carries its own band (fitted constants' standard errors and the
   windows' spread), and the measured K = 3 speedup lies inside it at concurrency 1 and 16.
@@ -16,16 +16,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spectune.acceptance import Acceptance
 from spectune.api import calibrate
-from spectune.band import point_band
-from spectune.calibration import apply_calibration, calibration_from_dict
-from spectune.deployment import Workload
-from spectune.draft_share import draft_share, undrafted_share
-from spectune.observe.observation import Observation, load_observation
-from spectune.profiles import load_deployment
-from spectune.speedup import point_speedup
-from spectune.uncertainty import speedup_band
+from spectune.core.acceptance import Acceptance
+from spectune.core.band import point_band
+from spectune.core.deployment import Workload
+from spectune.core.draft_share import draft_share, undrafted_share
+from spectune.core.speedup import point_speedup
+from spectune.core.uncertainty import speedup_band
+from spectune.documents.calibration import apply_calibration, calibration_from_dict
+from spectune.documents.observation import Observation, load_observation
+from spectune.documents.profiles import load_deployment
 
 HERE = Path(__file__).parent / "fixtures" / "closed-loop"
 FIT = [HERE / f"k{k}-c{c}.yaml" for k in (0, 1) for c in (1, 16, 64, 256)]
@@ -91,8 +91,8 @@ def test_the_measured_k3_speedup_lies_in_the_calibrated_band(calibration: dict, 
 def test_a_calibrated_recommendation_says_its_band_is_the_calibrations(calibration: dict,
                                                                        tmp_path: Path) -> None:
     from spectune.api import recommend
-    from spectune.documents import recommendation_doc
-    from spectune.render import render
+    from spectune.documents.results import recommendation_doc
+    from spectune.render.formats import render
 
     f = tmp_path / "calib.yaml"
     f.write_text(render(calibration, "yaml"))
@@ -158,7 +158,7 @@ def test_the_calibrated_band_widens_with_acceptance_measured_over_few_drafts(cal
 
 
 def test_continuation_inverts_the_mean_draft_length() -> None:
-    from spectune.draft_share import continuation, draft_length
+    from spectune.core.draft_share import continuation, draft_length
 
     for q in (0.3, 0.7, 0.88, 0.99):
         for k in (2, 3, 5):
@@ -173,7 +173,7 @@ def test_continuation_inverts_the_mean_draft_length() -> None:
 def test_short_ngram_drafts_at_k3_follow_from_the_k2_window(c: int) -> None:
     """vLLM's prompt lookup proposes fewer than K tokens when fewer follow the match: the K = 2
     window's mean draft length gives q, and q the K = 3 window's (which no fit reads)."""
-    from spectune.draft_share import continuation, draft_length
+    from spectune.core.draft_share import continuation, draft_length
 
     two, three = obs(2, c).speculation, obs(3, c).speculation
     assert two.mean_draft_length and three.mean_draft_length
@@ -186,8 +186,8 @@ def test_short_ngram_drafts_at_k3_follow_from_the_k2_window(c: int) -> None:
 
 
 def test_an_observed_k2_window_prices_a_deeper_draft_shorter(tmp_path: Path) -> None:
+    from spectune.core.speedup import speedup_grid
     from spectune.observe.apply import apply_observation
-    from spectune.speedup import speedup_grid
 
     dep = load_deployment(str(HERE / "profile.yaml"))
     two = apply_observation(dep, obs(2, 16))

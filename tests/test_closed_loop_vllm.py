@@ -10,7 +10,7 @@ What is robust on a noisy 2-core machine shared with other jobs, and asserted he
 * calibrated only on speculation-off and n-gram K = 1 windows, spectune's predicted
   throughput of each larger K is within 35% of the measured one (medians over rounds), and
   the measured K = 3 speedup at concurrency 16 lies inside the calibrated prediction's band
-  (the fitted constants' standard errors and the windows' spread, spectune.band);
+  (the fitted constants' standard errors and the windows' spread, spectune.core.band);
 * gamma* (over the served settings 0, 1 and the K predicted) is at least 2 at concurrency 1
   and at most 1 at the highest concurrency, predicted and measured alike, and wherever it is
   predicted the setting it names delivers at least 85% of the best measured throughput.
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from spectune.observe.observation import load_observation
+from spectune.documents.observation import load_observation
 
 pytestmark = pytest.mark.vllm
 ROOT = Path(__file__).resolve().parents[1]

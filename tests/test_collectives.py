@@ -1,4 +1,4 @@
-"""Collectives priced by the algorithm the engines run (spectune/cost/collectives.py) against
+"""Collectives priced by the algorithm the engines run (spectune/core/cost/collectives.py) against
 measured per-operation rows (aiconfigurator-core 0.12.0, tests/data/aic-h100-allreduce.csv)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from spectune.cost.collectives import (
+from spectune.core.cost.collectives import (
     CUSTOM_MAX_BYTES,
     algorithm,
     allreduce_seconds,
@@ -22,10 +22,10 @@ from spectune.cost.collectives import (
     default_collectives,
     priced_algorithm,
 )
-from spectune.cost.comm import comm_component
-from spectune.cost.step import step_cost
-from spectune.deployment import Parallelism
-from spectune.profiles import builtin_names, load_gpu, load_model
+from spectune.core.cost.comm import comm_component
+from spectune.core.cost.step import step_cost
+from spectune.core.deployment import Parallelism
+from spectune.documents.profiles import builtin_names, load_gpu, load_model
 
 ROWS = Path(__file__).parent / "data" / "aic-h100-allreduce.csv"
 KIB = 1024.0

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spectune.cost import draft_cost, step_cost
-from spectune.cost.attention import attention_work
-from spectune.cost.moe import moe_work
-from spectune.deployment import Engine, Parallelism
-from spectune.profiles import load_drafter, load_engine, load_gpu, load_model
+from spectune.core.cost import draft_cost, step_cost
+from spectune.core.cost.attention import attention_work
+from spectune.core.cost.moe import moe_work
+from spectune.core.deployment import Engine, Parallelism
+from spectune.documents.profiles import load_drafter, load_engine, load_gpu, load_model
 
 ONE = np.array(1.0)
 
@@ -69,7 +69,7 @@ def test_achieved_rates_are_slower_than_peak(h100) -> None:
     real = step_cost(m, h100, Parallelism(), None, 1, 1, 1024)
     assert float(real.seconds) > float(peak.seconds)
     # Kernel-true: every component pays its kernels' fixed costs on top of a memory time at
-    # the kernel family's own bandwidth fraction (spectune/cost/kernels.py).
+    # the kernel family's own bandwidth fraction (spectune/core/cost/kernels.py).
     k = h100.kernels
     ffn = real.components["dense-ffn"]
     assert float(ffn.fixed_seconds) == pytest.approx(2 * 32 * k.gemm_call)
@@ -81,7 +81,7 @@ def test_achieved_rates_are_slower_than_peak(h100) -> None:
 def test_gpu_without_kernel_tables_uses_its_fractions(h100) -> None:
     from dataclasses import replace
 
-    from spectune.cost.kernels import H100_FIT, default_kernels
+    from spectune.core.cost.kernels import H100_FIT, default_kernels
     bare = replace(h100, kernels=None)
     k = default_kernels(bare)
     assert k.gemm_bandwidth_fraction == h100.bandwidth_fraction and k.gemm_call == H100_FIT.gemm_call

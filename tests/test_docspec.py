@@ -1,4 +1,4 @@
-"""One definition per document kind (spectune/docspec.py): the published JSON Schema and
+"""One definition per document kind (spectune/documents/docspec.py): the published JSON Schema and
 the loader accept and refuse the same documents.
 
 For every kind defined with docspec, real documents (every shipped example's
@@ -24,10 +24,10 @@ from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
 from spectune.api import PROFILE_LIST
-from spectune.calibration import CALIBRATION, Drafting, calibration_doc, calibration_from_dict
-from spectune.check_report import CHECK_REPORT
-from spectune.cli import cli
-from spectune.docspec import (
+from spectune.cli.main import cli
+from spectune.documents.calibration import CALIBRATION, Drafting, calibration_doc, calibration_from_dict
+from spectune.documents.check_report import CHECK_REPORT
+from spectune.documents.docspec import (
     AnyObject,
     Choice,
     Const,
@@ -44,7 +44,8 @@ from spectune.docspec import (
     Text,
     parse_document,
 )
-from spectune.documents import (
+from spectune.documents.observation import OBSERVATION, load_observation
+from spectune.documents.results import (
     RECOMMENDATION,
     SPEEDUP,
     STEP_COST,
@@ -52,14 +53,12 @@ from spectune.documents import (
     WIDTH_DEPTH,
     recommendation_doc,
 )
-from spectune.errors import InputError
+from spectune.documents.schema import SCHEMAS
+from spectune.errors import InputError, ObserveUsageError
 from spectune.fleet import FLEET_REPORT, fleet_report_doc, fleet_row
 from spectune.gitops import CHECK_SET
-from spectune.observe.faults import ObserveUsageError
-from spectune.observe.observation import OBSERVATION, load_observation
 from spectune.observe.prometheus import FLEET
-from spectune.render import render
-from spectune.schema import SCHEMAS
+from spectune.render.formats import render
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS: dict[str, Kind] = {k.name: k for k in (OBSERVATION, CALIBRATION, RECOMMENDATION, STEP_COST,
@@ -92,7 +91,7 @@ def _observations() -> list[dict[str, Any]]:
 def _calibrations() -> list[dict[str, Any]]:
     from test_calibrate import _cpu_deployment, _windows
 
-    from spectune.calibrate import fit
+    from spectune.core.calibrate import fit
 
     dep = _cpu_deployment()
     f = fit(dep, _windows(dep))
@@ -118,8 +117,8 @@ def _fleets() -> list[dict[str, Any]]:
 
 
 def _fleet_reports() -> list[dict[str, Any]]:
-    from spectune.profiles import load_deployment
-    from spectune.recommend import recommend
+    from spectune.core.recommend import recommend
+    from spectune.documents.profiles import load_deployment
 
     rec = recommend(load_deployment(EXAMPLE))
     rows = [fleet_row({"deployment": "chat"}, rec, {1: 0.5, 16: 0.5}, lambda b: 3, "serve.yaml", ["n"]),

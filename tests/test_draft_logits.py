@@ -2,7 +2,7 @@
 
 vLLM's EagleProposer.propose computes logits for ``last_hidden_states[last_token_indices]``
 (one row per request) in its first pass and ``[:batch_size]`` in each later one; SGLang's
-draft extend prunes to the last position per request (spectune/cost/drafter.py cites both).
+draft extend prunes to the last position per request (spectune/core/cost/drafter.py cites both).
 The target's verify still scores all B x T positions."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spectune.cost import draft_cost, step_cost
-from spectune.deployment import Parallelism
-from spectune.model import Drafter
-from spectune.profiles import load_drafter, load_engine, load_gpu, load_model
+from spectune.core.cost import draft_cost, step_cost
+from spectune.core.deployment import Parallelism
+from spectune.core.model import Drafter
+from spectune.documents.profiles import load_drafter, load_engine, load_gpu, load_model
 
 
 @pytest.fixture(scope="module")

@@ -12,15 +12,15 @@ import yaml
 from builders import profile
 from click.testing import CliRunner
 
-from spectune.acceptance import Acceptance
-from spectune.cli import cli
-from spectune.cost import draft_cost, step_cost
-from spectune.deployment import Parallelism
-from spectune.memory import draft_weight_bytes
-from spectune.model import Drafter
-from spectune.profiles import load_deployment, load_drafter, load_engine, load_gpu, load_model
-from spectune.speedup import speedup_grid
-from spectune.tree import expected_tokens, verify_width
+from spectune.cli.main import cli
+from spectune.core.acceptance import Acceptance
+from spectune.core.cost import draft_cost, step_cost
+from spectune.core.deployment import Parallelism
+from spectune.core.memory import draft_weight_bytes
+from spectune.core.model import Drafter
+from spectune.core.speedup import speedup_grid
+from spectune.core.tree import expected_tokens, verify_width
+from spectune.documents.profiles import load_deployment, load_drafter, load_engine, load_gpu, load_model
 
 
 @pytest.fixture

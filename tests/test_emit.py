@@ -23,12 +23,12 @@ import yaml
 from builders import DATA, profile
 from click.testing import CliRunner
 
-from spectune.cli import cli
-from spectune.emit import build_snippet, emit_snippet, make_plan
-from spectune.emit.plan import lookup, per_batch_gamma, schedule_ranges
+from spectune.cli.main import cli
+from spectune.core.plan import lookup, per_batch_gamma, schedule_ranges
+from spectune.core.recommend import Recommendation, recommend
+from spectune.documents.profiles import deployment_from_doc, load_deployment, parse_yaml
+from spectune.engines.emit import build_snippet, emit_snippet, make_plan
 from spectune.errors import InputError
-from spectune.profiles import deployment_from_doc, load_deployment, parse_yaml
-from spectune.recommend import Recommendation, recommend
 
 LLAMA8B = json.loads((DATA / "Llama-3.1-8B.json").read_text())
 SGLANG = json.loads((DATA / "sglang_spec_args.json").read_text())
@@ -120,7 +120,7 @@ def test_vllm_json_schedules_gamma_by_batch_size() -> None:
 def test_schedule_does_not_flap_on_small_margins() -> None:
     """A gamma that goes up and back down across batch sizes is smoothed away when that
     costs less than the margin at every batch size and slows nothing down; a trend stays."""
-    from spectune.emit.plan import SCHEDULE_MARGIN, smooth
+    from spectune.core.plan import SCHEDULE_MARGIN, smooth
 
     for example in ("qwen3-30b-a3b-h100-eagle3", "deepseek-v4-flash-b200-mtp",
                     "llama-3.1-70b-h100-eagle3", "llama-3.1-8b-h100-ngram"):
@@ -177,7 +177,7 @@ def test_vllm_data_parallel_gets_one_static_k_with_a_note(tmp_path: Path, runner
     assert cfg["num_speculative_tokens"] == plan.static_gamma
     assert "data_parallel_size > 1" in res.stderr
     # the static K maximises mean predicted throughput over the operating points
-    from spectune.emit.plan import throughput
+    from spectune.core.plan import throughput
 
     mean = throughput(rec.grid).mean(axis=(0, 1))
     assert mean[plan.static_gamma] >= mean.max() / (1 + rec.deployment.tie_tolerance)
@@ -376,7 +376,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 def test_plan_never_slows_a_declared_point(example: str) -> None:
     """`spectune check` fails a gamma that slows any declared point (Sp < 1), so neither the
     per-batch gamma nor the static one may pick one (Qwen3-30B-A3B: batch 2 at 2048 tokens)."""
-    from spectune.profiles import load_deployment
+    from spectune.documents.profiles import load_deployment
 
     rec = recommend(load_deployment(str(EXAMPLES / f"{example}.yaml")))
     plan = make_plan(rec)
@@ -388,7 +388,7 @@ def test_plan_never_slows_a_declared_point(example: str) -> None:
 
 
 def test_per_batch_gamma_prefers_off_to_slowing_a_context() -> None:
-    from spectune.profiles import load_deployment
+    from spectune.documents.profiles import load_deployment
 
     rec = recommend(load_deployment(str(EXAMPLES / "qwen3-30b-a3b-h100-eagle3.yaml")))
     per = dict(per_batch_gamma(rec))
@@ -398,7 +398,7 @@ def test_per_batch_gamma_prefers_off_to_slowing_a_context() -> None:
 
 
 def test_static_gamma_slows_no_point_of_the_mix() -> None:
-    from spectune.emit.plan import throughput
+    from spectune.core.plan import throughput
 
     # alpha 0.45: gamma 2 must still slow batch 2048 (at 0.5 it breaks even once the drafter
     # scores one logits row per sequence per pass)
@@ -415,7 +415,7 @@ def test_static_gamma_slows_no_point_of_the_mix() -> None:
 
 # --------------------------------------------------------------------------- one emitting path
 def test_schedule_described_once_for_both_engines() -> None:
-    from spectune.emit.plan import describe
+    from spectune.core.plan import describe
 
     rec = rec_of(**SGLANG_CASES["eagle3-varying"])
     plan = make_plan(rec)
@@ -448,7 +448,7 @@ def test_no_adaptive_config_message_fits_both_commands(runner: CliRunner, tmp_pa
 def test_off_for_a_mix_names_the_deciding_batch_sizes_and_the_weights(runner: CliRunner) -> None:
     """One static K for dp > 1 comes out 0: the note names the batch sizes where every K >= 1
     slows decode down (derived here from the grid) and how the mix was weighted."""
-    from spectune.emit.plan import SLOWDOWN
+    from spectune.core.plan import SLOWDOWN
 
     example = "deepseek-v4-flash-8xb200-ep"
     rec = recommend(load_deployment(example))
@@ -489,8 +489,8 @@ def test_emitted_config_states_its_minimum_vllm(runner: CliRunner, tmp_path: Pat
 
 def test_emit_kinds_are_the_engine_modules_snippets() -> None:
     """`spectune emit`'s kinds are what the engine modules write, each kind one engine's."""
-    from spectune.emit import EMIT_KINDS
-    from spectune.engines import ENGINES, engine_of_snippet
+    from spectune.engines.emit import EMIT_KINDS
+    from spectune.engines.registry import ENGINES, engine_of_snippet
 
     assert tuple(k for e in ENGINES.values() for k in e.SNIPPET_KINDS) == EMIT_KINDS
     assert {engine_of_snippet(k).NAME for k in EMIT_KINDS} == set(ENGINES)
@@ -501,8 +501,8 @@ def test_emit_kinds_are_the_engine_modules_snippets() -> None:
 def test_the_adaptive_config_is_a_file_without_notes() -> None:
     """The adaptive config is the content of a file: no note goes with it, not even that the
     profile prices another engine (the `sglang` flags carry that one)."""
-    from spectune.profiles import load_deployment
-    from spectune.recommend import recommend
+    from spectune.core.recommend import recommend
+    from spectune.documents.profiles import load_deployment
 
     example = EXAMPLES / "llama-3.1-70b-h100-eagle3.yaml"
     rec = recommend(load_deployment(str(example)))
@@ -515,9 +515,9 @@ def test_the_command_line_offers_the_engine_modules_kinds() -> None:
     """The CLI spells the kinds and SGLang's adaptive-config file name out (importing the
     engines would slow `spectune --help`): they must stay the engine modules'."""
     import spectune.api as api
-    from spectune.cli import cli
-    from spectune.emit import EMIT_KINDS
+    from spectune.cli.main import cli
     from spectune.engines import sglang
+    from spectune.engines.emit import EMIT_KINDS
 
     emit_cmd = cli.commands["emit"]
     kind = next(p for p in emit_cmd.params if p.name == "kind")

@@ -23,8 +23,8 @@ import yaml
 from builders import DATA, profile
 from click.testing import CliRunner
 
-from spectune.cli import cli
-from spectune.emit.plan import lookup
+from spectune.cli.main import cli
+from spectune.core.plan import lookup
 
 pytestmark = pytest.mark.vllm
 
@@ -207,7 +207,7 @@ print("SPECTUNE-RESULT " + json.dumps(out))
 
 def test_check_reads_configs_as_vllm_does(vllm_python: str, tmp_path: Path) -> None:
     """`spectune check`'s reading of vLLM configurations agrees with vLLM's own parser."""
-    from spectune.serving_config import read_serving_config
+    from spectune.engines.serving_config import read_serving_config
 
     ci = Path(__file__).resolve().parent.parent / "examples" / "ci"
     cli_forms = {

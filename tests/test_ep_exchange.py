@@ -1,4 +1,4 @@
-"""The expert-parallel exchange an engine runs (``Engine.ep_exchange``, spectune/cost/comm.py):
+"""The expert-parallel exchange an engine runs (``Engine.ep_exchange``, spectune/core/cost/comm.py):
 vLLM's default all-gather + reduce-scatter, DeepEP low-latency dispatch + combine."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import yaml
 from builders import profile
 from click.testing import CliRunner
 
-from spectune.cli import cli
-from spectune.cost.collectives import allreduce_parts, gather_parts
-from spectune.cost.comm import AG_RS, DEEPEP_LL, comm_component
-from spectune.cost.step import step_cost
-from spectune.deployment import Parallelism
+from spectune.cli.main import cli
+from spectune.core.cost.collectives import allreduce_parts, gather_parts
+from spectune.core.cost.comm import AG_RS, DEEPEP_LL, comm_component
+from spectune.core.cost.step import step_cost
+from spectune.core.deployment import Parallelism
+from spectune.documents.profiles import load_deployment, load_engine, load_gpu, load_model
 from spectune.errors import InputError
-from spectune.profiles import load_deployment, load_engine, load_gpu, load_model
 
 ROWS = Path(__file__).parent / "data" / "aic-h100-gather.csv"
 DSV3_HIDDEN = 7168  # DeepSeek-V3 config.json hidden_size
@@ -129,8 +129,8 @@ def test_comm_component_refuses_an_unknown_exchange() -> None:
 
 def test_the_prefill_a_step_carries_moves_by_the_engines_exchange() -> None:
     # prefill chunks are priced without engine terms, but over the engine's collectives
-    from spectune.cost.prefill import prefill_cost
-    from spectune.deployment import LengthClass
+    from spectune.core.cost.prefill import prefill_cost
+    from spectune.core.deployment import LengthClass
 
     m, b200, par = load_model("deepseek-v3"), load_gpu("b200"), Parallelism(dp=8, ep=8)
     vllm = load_engine("vllm")

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from spectune.cli import cli
+from spectune.cli.main import cli
+from spectune.core.recommend import recommend
+from spectune.documents.profiles import load_deployment
 from spectune.fleet import fleet_row, mix_speedup
-from spectune.profiles import load_deployment
-from spectune.recommend import recommend
 
 PROFILE = "llama-3.1-8b-h100-ngram"
 
@@ -92,8 +92,8 @@ def test_recommend_observed_takes_one_group_of_a_fleet_file(tmp_path: Path) -> N
 
 
 def test_the_example_fleet_file_reads() -> None:
-    from spectune.fleet_file import load_fleet_file
-    from spectune.serving_config import read_serving_config
+    from spectune.documents.fleet_file import load_fleet_file
+    from spectune.engines.serving_config import read_serving_config
 
     gitops = Path(__file__).resolve().parents[1] / "examples" / "gitops"
     ff = load_fleet_file(str(gitops / "fleet.yaml"))

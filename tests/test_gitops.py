@@ -11,8 +11,8 @@ import yaml
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
-from spectune.cli import cli
-from spectune.schema import SCHEMAS
+from spectune.cli.main import cli
+from spectune.documents.schema import SCHEMAS
 
 GITOPS = Path(__file__).resolve().parents[1] / "examples" / "gitops"
 

@@ -14,11 +14,11 @@ import pytest
 from click.testing import CliRunner
 from observe_support import Engine, MetricsServer, Reply, vllm_text
 
-from spectune.cli import cli
+from spectune.cli.main import cli
+from spectune.errors import BadBodyFault, TimeoutFault
 from spectune.exit_codes import ExitCode
 from spectune.observe import observe_url
 from spectune.observe.exposition import parse_exposition
-from spectune.observe.faults import BadBodyFault, TimeoutFault
 
 ROOT = Path(__file__).resolve().parent.parent
 CI = ROOT / "examples" / "ci"
@@ -132,12 +132,12 @@ def test_a_closed_pipe_is_not_an_error_elsewhere() -> None:
 
 def test_a_bug_exits_70_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """An internal error must never exit 1, which `check` uses for a failed gate."""
-    import spectune.recommend
+    import spectune.core.recommend
 
     def broken(*_: object) -> None:
         raise ZeroDivisionError("float division by zero")
 
-    monkeypatch.setattr(spectune.recommend, "recommend", broken)
+    monkeypatch.setattr(spectune.core.recommend, "recommend", broken)
     monkeypatch.delenv("SPECTUNE_DEBUG", raising=False)
     res = CliRunner().invoke(cli, ["recommend", str(CI / "profile.yaml")])
     assert res.exit_code == ExitCode.INTERNAL == 70

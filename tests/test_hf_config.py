@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from spectune.hf_config import infer_dtypes, model_from_hf_config
+from spectune.documents.hf_config import infer_dtypes, model_from_hf_config
 
 DATA = Path(__file__).parent / "data"
 

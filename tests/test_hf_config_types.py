@@ -20,15 +20,15 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spectune.cli import cli
+from spectune.cli.main import cli
+from spectune.documents.hf_config import UNMODELLED, model_from_hf_config
+from spectune.documents.profiles import load_model
 from spectune.errors import InputError
-from spectune.hf_config import UNMODELLED, model_from_hf_config
-from spectune.profiles import load_model
 
 DATA = Path(__file__).parent / "data"
 BASES = sorted(f for f in DATA.glob("*.json") if f.name != "sglang_spec_args.json")
 
-#: Every config.json field spectune.hf_config reads.
+#: Every config.json field spectune.documents.hf_config reads.
 FIELDS = (
     "architectures", "model_type", "torch_dtype", "dtype", "expert_dtype", "hidden_size",
     "num_attention_heads", "num_key_value_heads", "head_dim", "num_hidden_layers", "vocab_size",
@@ -43,7 +43,7 @@ FIELDS = (
     "interleave_moe_layer_step", "decoder_sparse_step", "moe_layer_freq", "attn_output_gate",
     "intermediate_size_mlp", "draft_vocab_size", "tie_word_embeddings", "_name_or_path",
     "quantization_config", "text_config", *UNMODELLED,
-    # Gemma-3 / Gemma-4 (spectune.hf_gemma)
+    # Gemma-3 / Gemma-4 (spectune.documents.hf_gemma)
     "global_head_dim", "num_global_key_value_heads", "attention_k_eq_v", "num_kv_shared_layers",
     "hidden_size_per_layer_input", "use_bidirectional_attention", "enable_moe_block", "top_k_experts",
     "sliding_window_pattern",

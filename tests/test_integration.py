@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from test_calibrate import _observation_files, _profile
 
-from spectune.cli import cli
+from spectune.cli.main import cli
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from builders import profile
 from click.testing import CliRunner, Result
 from observe_support import SCRAPE, fixture_text
 
-from spectune.cli import cli
+from spectune.cli.main import cli
 
 WAYS = ("--alpha", "acceptance", "--observed", "--metrics-url", "--prometheus")
 # An n-gram drafter whose gain is thin: at alpha 0.2, gamma* is 1 at batch 64 (about 1.1x,
@@ -60,11 +60,11 @@ def test_ngram_without_acceptance_is_labelled_assumed_everywhere(tmp_path: Path)
 
 def test_the_prior_is_what_observe_measures_on_the_shipped_ngram_capture() -> None:
     """The prior's numbers carry their source: spectune's own reading of the capture."""
+    from spectune.core.priors import ngram_prior
     from spectune.engines.vllm import analyse
     from spectune.observe import observation_acceptance
     from spectune.observe.exposition import parse_exposition
     from spectune.observe.window import Capture, Snapshot
-    from spectune.priors import ngram_prior
 
     empty = parse_exposition('vllm:num_requests_running{engine="0",model_name="tiny-llama"} 0\n')
     capture = Capture((Snapshot(0.0, empty), Snapshot(10.0, parse_exposition(fixture_text(SCRAPE)))),
@@ -126,7 +126,7 @@ def test_check_warning_on_other_ngram_sizes_does_not_call_stated_acceptance_meas
 
 
 def test_every_acceptance_source_starts_with_how_it_is_known() -> None:
-    from spectune.acceptance import ALPHA_OPTION, ORIGINS, Acceptance
+    from spectune.core.acceptance import ALPHA_OPTION, ORIGINS, Acceptance
 
     assert Acceptance.iid(0.5, ALPHA_OPTION).origin == "stated"
     assert Acceptance.from_marginal([0.5]).origin == "stated"

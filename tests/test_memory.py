@@ -13,18 +13,18 @@ import yaml
 from builders import DATA, GPU, profile
 from click.testing import CliRunner
 
-from spectune.cli import cli
-from spectune.deployment import Parallelism
-from spectune.hf_config import model_from_hf_config
-from spectune.memory import (
+from spectune.cli.main import cli
+from spectune.core.deployment import Parallelism
+from spectune.core.memory import (
     MEMORY_UTILIZATION,
     cache_bytes_per_sequence,
     memory,
     parameter_counts,
     weight_bytes,
 )
-from spectune.model import Drafter, MoE
-from spectune.profiles import examples_dir, load_deployment, load_gpu, load_model
+from spectune.core.model import Drafter, MoE
+from spectune.documents.hf_config import model_from_hf_config
+from spectune.documents.profiles import examples_dir, load_deployment, load_gpu, load_model
 
 NGRAM = Drafter("ngram", "ngram")
 
@@ -219,7 +219,7 @@ def test_speedup_warns_when_the_point_does_not_fit(runner: CliRunner) -> None:
 def test_documents_with_points_that_do_not_fit_validate(runner: CliRunner) -> None:
     import jsonschema
 
-    from spectune.schema import SCHEMAS
+    from spectune.documents.schema import SCHEMAS
 
     doc = json.loads(runner.invoke(cli, ["recommend", "llama-3.1-70b-h100-eagle3", "-o", "json"]).stdout)
     assert any(not p["feasible"] for p in doc["points"])

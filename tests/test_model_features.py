@@ -12,13 +12,13 @@ import yaml
 from builders import DATA, profile
 from click.testing import CliRunner
 
-from spectune.cli import cli
-from spectune.cost import step_cost
-from spectune.deployment import Parallelism
-from spectune.hf_config import infer_dtypes, model_from_hf_config
-from spectune.memory import parameter_counts
-from spectune.model import DenseFFN, MoE
-from spectune.profiles import load_gpu
+from spectune.cli.main import cli
+from spectune.core.cost import step_cost
+from spectune.core.deployment import Parallelism
+from spectune.core.memory import parameter_counts
+from spectune.core.model import DenseFFN, MoE
+from spectune.documents.hf_config import infer_dtypes, model_from_hf_config
+from spectune.documents.profiles import load_gpu
 
 
 def cfg(name: str) -> dict[str, Any]:
@@ -194,7 +194,7 @@ def test_unknown_family_is_priced_with_a_warning_naming_it(tmp_path: Path, runne
 
 
 def test_tied_embeddings_are_one_tensor() -> None:
-    from spectune.memory import weight_bytes
+    from spectune.core.memory import weight_bytes
 
     c = cfg("Llama-3.1-8B")
     untied = model_from_hf_config(c)
@@ -210,7 +210,7 @@ def test_tied_embeddings_are_one_tensor() -> None:
     ("deepseek-v3.2", "DeepSeek-V3.2"),
 ])
 def test_builtin_profiles_match_their_config_json(name: str, file: str) -> None:
-    from spectune.profiles import load_model
+    from spectune.documents.profiles import load_model
 
     built, raw = load_model(name), model_from_hf_config(cfg(file))
     assert built.layers == raw.layers and parameter_counts(built) == parameter_counts(raw)

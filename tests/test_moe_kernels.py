@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spectune.cost import step_cost
-from spectune.cost.kernels import (
+from spectune.core.cost import step_cost
+from spectune.core.cost.kernels import (
     MOE_TILE_ROWS,
     default_kernels,
     gemm_flops_fraction,
@@ -28,12 +28,12 @@ from spectune.cost.kernels import (
     moe_bandwidth_fraction,
     moe_flops_fraction,
 )
-from spectune.cost.moe import moe_price, moe_work, tokens_per_expert, touched_experts
-from spectune.cost.roofline import Work
-from spectune.deployment import Parallelism
-from spectune.hardware import dtype_bytes
-from spectune.model import UNIFORM, MoE
-from spectune.profiles import load_gpu, load_model
+from spectune.core.cost.moe import moe_price, moe_work, tokens_per_expert, touched_experts
+from spectune.core.cost.roofline import Work
+from spectune.core.deployment import Parallelism
+from spectune.core.hardware import dtype_bytes
+from spectune.core.model import UNIFORM, MoE
+from spectune.documents.profiles import load_gpu, load_model
 
 DATA = Path(__file__).parent / "data"
 

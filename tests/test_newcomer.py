@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from spectune.cli import cli
+from spectune.cli.main import cli
 
 
 @pytest.fixture
@@ -95,8 +95,8 @@ def _all_commands(cmd: object, path: tuple[str, ...] = ()) -> list[tuple[str, ..
 
 def _user_facing_texts(runner: CliRunner) -> list[tuple[str, str]]:
     """(what, text) of every command's help and the outputs a user reads for the examples."""
-    from spectune.profiles import KINDS, builtin_names, example_names
-    from spectune.shipped import doc_names
+    from spectune.documents.profiles import KINDS, builtin_names, example_names
+    from spectune.documents.shipped import doc_names
 
     runs: list[list[str]] = [[*path, "--help"] for path in _all_commands(cli)]
     for ex in example_names():
@@ -138,7 +138,7 @@ def _observation_file(tmp_path: Path) -> Path:
     from spectune.engines.vllm import analyse
     from spectune.observe.exposition import parse_exposition
     from spectune.observe.window import Capture, Snapshot
-    from spectune.render import render
+    from spectune.render.formats import render
 
     empty = parse_exposition('vllm:num_requests_running{engine="0",model_name="tiny-llama"} 2\n')
     end = parse_exposition(fixture_text(SCRAPE))
@@ -176,7 +176,7 @@ def test_observed_says_which_batch_sizes_it_used(runner: CliRunner, tmp_path: Pa
 
 # --------------------------------------------------------------------------- report install hint
 def test_report_install_hint_from_a_checkout_and_from_a_wheel(tmp_path: Path) -> None:
-    from spectune.figures import INSTALL_HINT, install_hint
+    from spectune.render.figures import INSTALL_HINT, install_hint
 
     checkout = tmp_path / "checkout"
     (checkout / "spectune").mkdir(parents=True)
@@ -206,14 +206,14 @@ def test_emit_for_a_vllm_before_schedules_prints_one_static_gamma(runner: CliRun
     new = runner.invoke(cli, ["emit", ex, "vllm", "--engine-version", "0.24.0"])
     assert "num_speculative_tokens_per_batch_size" in json.loads(new.stdout)
     # the default is the engine profile's version: the shipped vllm profile is current ...
-    from spectune.engine_version import release
+    from spectune.documents.profiles import load_engine
+    from spectune.engines.engine_version import release
     from spectune.engines.vllm import SCHEDULE_MIN_VLLM, VERIFIED_VLLM
-    from spectune.profiles import load_engine
 
     assert load_engine("vllm").version == VERIFIED_VLLM
     assert release(VERIFIED_VLLM) >= release(SCHEDULE_MIN_VLLM)
     # ... and a profile pinned to an older vLLM gets the static gamma without the option
-    from spectune.profiles import example_path
+    from spectune.documents.profiles import example_path
 
     doc = yaml.safe_load(example_path(ex).read_text())
     doc["engine"] = {"base": "vllm", "version": "0.10"}
@@ -302,7 +302,7 @@ def test_builtin_model_with_other_dtypes(runner: CliRunner, tmp_path: Path) -> N
     bad = runner.invoke(cli, [*args, "--dtype", "weights=fp9"])
     assert bad.exit_code == 2 and "--dtype expects KEY=DTYPE" in bad.stderr
     # the same in a profile: model: {base: NAME, dtypes: {...}} (as engine: {base: NAME, ...})
-    from spectune.profiles import deployment_from_doc, parse_yaml
+    from spectune.documents.profiles import deployment_from_doc, parse_yaml
 
     base = {"gpu": "h100-sxm", "drafter": "ngram", "parallelism": {"tp": 4},
             "workload": {"batch_sizes": [1], "context_lengths": [1024]}}

@@ -13,14 +13,14 @@ import yaml
 from click.testing import CliRunner
 from observe_support import FIXTURES, LOG, SCRAPE, fixture_text
 
-from spectune.cli import cli
+from spectune.cli.main import cli
+from spectune.documents.observation import Observation, observation_from_dict
 from spectune.engines.vllm import analyse
+from spectune.errors import ObserveUsageError
 from spectune.observe import load_observation, observation_acceptance, observation_operating_point
 from spectune.observe.exposition import parse_exposition
-from spectune.observe.faults import ObserveUsageError
-from spectune.observe.observation import Observation, observation_from_dict
 from spectune.observe.window import Capture, Snapshot
-from spectune.render import render
+from spectune.render.formats import render
 
 
 def _fixture_observation() -> Observation:
@@ -160,8 +160,8 @@ def test_documents_validate_against_the_published_schema() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     from observe_support import sglang_text
 
+    from spectune.documents.schema import schema_for
     from spectune.engines import sglang
-    from spectune.schema import schema_for
 
     validator = jsonschema.Draft202012Validator(schema_for("Observation"))
     sg = Capture((Snapshot(0.0, parse_exposition(sglang_text(2.2, 0.4))),
@@ -285,7 +285,7 @@ def _log_line(accepted: int, drafted: int, rates: str) -> str:
 
 def test_log_without_drafts_is_no_speculative_traffic() -> None:
     """Lines with 0 drafts used to give exit 0 and a = [0, 0, 0]; /metrics gives exit 6."""
-    from spectune.observe.faults import NoSpeculativeTraffic
+    from spectune.errors import NoSpeculativeTraffic
     from spectune.observe.log import aggregate, parse_log
 
     text = _log_line(0, 0, "0.000, 0.000, 0.000") * 3
@@ -314,7 +314,7 @@ def test_operating_point_source_is_the_document_s() -> None:
     """The source is already redacted when written: a log path is not a URL to redact again."""
     from dataclasses import replace
 
-    from spectune.observe.observation import Source
+    from spectune.documents.observation import Source
 
     obs = replace(load_log_observation(), source=Source("log", "//ops@nas/logs/vllm.log"))
     assert observation_operating_point(obs)["source"] == "log //ops@nas/logs/vllm.log"
@@ -324,7 +324,7 @@ def test_json_exponents_load_as_numbers(tmp_path: Path) -> None:
     """json writes 1e-06 without a dot, which YAML 1.1 reads as text: JSON is read as JSON."""
     from dataclasses import replace
 
-    from spectune.observe.observation import HistogramSummary
+    from spectune.documents.observation import HistogramSummary
 
     obs = _fixture_observation()
     itl = HistogramSummary(3, 3e-06, 1e-06, ((1e-06, 3),))

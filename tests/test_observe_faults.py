@@ -21,9 +21,8 @@ from observe_support import (
     vllm_text,
 )
 
-from spectune.cli import cli
-from spectune.observe import observation_acceptance, observation_operating_point, observe_url
-from spectune.observe.faults import (
+from spectune.cli.main import cli
+from spectune.errors import (
     EXIT_BAD_BODY,
     EXIT_CONNECTION,
     EXIT_DNS,
@@ -40,6 +39,7 @@ from spectune.observe.faults import (
     SpeculationNotEnabled,
     TimeoutFault,
 )
+from spectune.observe import observation_acceptance, observation_operating_point, observe_url
 
 FAST = {"window": 0.6, "interval": 0.2, "backoff": 0.02, "ask_version": False}
 CLI_FAST = ["--window", "0.6", "--interval", "0.2", "-q"]
@@ -548,7 +548,7 @@ def test_engine_metrics_are_checked_once(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_progress_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    from spectune.observe import command
+    from spectune.cli import observe as command
 
     monkeypatch.setattr(command, "_stderr_is_terminal", lambda: True)
     with MetricsServer(lambda n: ok(growing(n))) as srv:

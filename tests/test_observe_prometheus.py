@@ -38,7 +38,7 @@ from prometheus_support import (
     wait_until,
 )
 
-from spectune.cli import cli
+from spectune.cli.main import cli
 
 pytestmark = pytest.mark.prometheus
 
@@ -142,7 +142,7 @@ def test_per_deployment_equals_independent_computation(fleet: Fleet) -> None:
     assert doc["kind"] == "Fleet"
     from jsonschema import Draft202012Validator
 
-    from spectune.schema import SCHEMAS
+    from spectune.documents.schema import SCHEMAS
 
     assert not list(Draft202012Validator(SCHEMAS["Fleet"]).iter_errors(doc))
     groups = {g["labels"]["deployment"]: g for g in doc["groups"]}
@@ -186,7 +186,7 @@ def test_default_grouping_is_model_name_and_each_group_loads_as_an_observation(
         fleet: Fleet, tmp_path: Path) -> None:
     import yaml
 
-    from spectune.observe.observation import observation_from_dict
+    from spectune.documents.observation import observation_from_dict
 
     code, out, err = observe(fleet, "-o", "yaml")
     assert code == 0, err
@@ -235,7 +235,7 @@ def test_recommend_gives_one_gamma_table_per_deployment(fleet: Fleet) -> None:
     assert doc["kind"] == "FleetReport"
     from jsonschema import Draft202012Validator
 
-    from spectune.schema import SCHEMAS
+    from spectune.documents.schema import SCHEMAS
 
     assert not list(Draft202012Validator(SCHEMAS["FleetReport"]).iter_errors(doc))
     assert [g["labels"]["deployment"] for g in doc["groups"]] == ["chat", "code"]

@@ -30,7 +30,7 @@ from click.testing import CliRunner
 from prometheus_support import PrometheusServer, prometheus_binary, prometheus_increase, wait_until
 from test_observe_vllm import MODEL, Server, _complete, _counters, _prompts, vllm_server  # noqa: F401
 
-from spectune.cli import cli
+from spectune.cli.main import cli
 
 pytestmark = [pytest.mark.vllm, pytest.mark.prometheus]
 

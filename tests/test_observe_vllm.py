@@ -44,7 +44,7 @@ from click.testing import CliRunner
 from observe_support import closed_port
 from prometheus_client.parser import text_string_to_metric_families
 
-from spectune.cli import cli
+from spectune.cli.main import cli
 
 pytestmark = pytest.mark.vllm
 

@@ -1,4 +1,4 @@
-"""The deployment profile is one definition (spectune/profile_spec.py): the JSON Schema
+"""The deployment profile is one definition (spectune/documents/profile_spec.py): the JSON Schema
 `spectune schema Profile` publishes and the loader accept and refuse the same documents.
 Every shipped example and built-in profile validates against the published schema (with
 jsonschema, an independent validator) and loads; a single wrong edit of a real example is
@@ -16,9 +16,8 @@ import yaml
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
-from spectune.cli import cli
-from spectune.errors import InputError
-from spectune.profiles import (
+from spectune.cli.main import cli
+from spectune.documents.profiles import (
     KINDS,
     builtin_names,
     deployment_from_doc,
@@ -30,7 +29,8 @@ from spectune.profiles import (
     parse_yaml,
     profiles_dir,
 )
-from spectune.schema import SCHEMAS
+from spectune.documents.schema import SCHEMAS
+from spectune.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = [*sorted((ROOT / "examples").glob("*.yaml")), ROOT / "examples" / "ci" / "profile.yaml"]

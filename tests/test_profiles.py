@@ -10,8 +10,8 @@ import pytest
 import yaml
 from builders import DATA, profile
 
+from spectune.documents.profiles import deployment_from_doc, parse_yaml
 from spectune.errors import InputError
-from spectune.profiles import deployment_from_doc, parse_yaml
 
 
 def load(data: dict, name: str = "p.yaml"):
@@ -93,7 +93,7 @@ def test_config_json_path_relative_to_profile(tmp_path: Path) -> None:
     data = profile(model={"config": "config.json", "dtypes": {"weights": "fp8"}})
     f = tmp_path / "dep.yaml"
     f.write_text(yaml.safe_dump(data))
-    from spectune.profiles import load_deployment
+    from spectune.documents.profiles import load_deployment
 
     dep = load_deployment(str(f))
     assert dep.model.weight_dtype == "fp8" and dep.model.n_layers == 32

@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from observe_support import Engine, MetricsServer, Reply, sglang_text, vllm_text
 
-from spectune.cli import cli
+from spectune.cli.main import cli
+from spectune.errors import BadBodyFault, ObserveError
 from spectune.observe.exposition import parse_exposition
-from spectune.observe.faults import BadBodyFault, ObserveError
 
 HOSTILE = Path(__file__).parent / "hostile"
 FAST = settings(max_examples=40, deadline=None, derandomize=True, database=None,
@@ -256,8 +256,8 @@ engines = st.builds(Engine, drafts=some_number, draft_tokens=some_number, accept
 @given(st.one_of(st.lists(engines, min_size=1, max_size=3).map(lambda es: [vllm_text(e) for e in es]),
                  st.tuples(some_number, some_number).map(lambda ar: [sglang_text(*ar)])))
 def test_whatever_a_server_says_observe_writes_a_loadable_observation_or_a_fault(pages: list[str]) -> None:
+    from spectune.documents.observation import observation_from_dict
     from spectune.observe import observe_url
-    from spectune.observe.observation import observation_from_dict
 
     with MetricsServer(lambda n: Reply(200, pages[min(n, len(pages) - 1)])) as srv:
         try:

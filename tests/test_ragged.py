@@ -15,14 +15,14 @@ import yaml
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
-from spectune.acceptance import Acceptance
-from spectune.cli import cli
-from spectune.deployment import Deployment, Workload
+from spectune.cli.main import cli
+from spectune.core.acceptance import Acceptance
+from spectune.core.deployment import Deployment, Workload
+from spectune.core.ragged import Mixture, RaggedGrid, fit_mixture, rounds_for, simulate
+from spectune.documents.profiles import load_deployment
+from spectune.documents.rounds_file import load_rounds
+from spectune.documents.schema import SCHEMAS
 from spectune.errors import InputError
-from spectune.profiles import load_deployment
-from spectune.ragged import Mixture, RaggedGrid, fit_mixture, rounds_for, simulate
-from spectune.rounds_file import load_rounds
-from spectune.schema import SCHEMAS
 
 MIX = Mixture(0.4, 0.95, 0.3, 0.0)  # sweeps and misses, as seed 003's histogram splits them
 BATCHES = (1, 4, 16, 64, 256)

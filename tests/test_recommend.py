@@ -9,12 +9,12 @@ import pytest
 import yaml
 from builders import profile
 
-from spectune.acceptance import Acceptance
-from spectune.deployment import Engine, Workload
-from spectune.model import Drafter
-from spectune.profiles import deployment_from_doc, parse_yaml
-from spectune.recommend import choose, recommend
-from spectune.speedup import closed_form, speedup_grid
+from spectune.core.acceptance import Acceptance
+from spectune.core.deployment import Engine, Workload
+from spectune.core.model import Drafter
+from spectune.core.recommend import choose, recommend
+from spectune.core.speedup import closed_form, speedup_grid
+from spectune.documents.profiles import deployment_from_doc, parse_yaml
 
 
 def dep(**over: object):

@@ -14,11 +14,11 @@ import yaml
 from builders import profile
 from click.testing import CliRunner
 
-from spectune.cli import cli
-from spectune.documents import recommendation_doc
-from spectune.profiles import example_names, load_deployment
-from spectune.recommend import recommend
-from spectune.render import _clean, render
+from spectune.cli.main import cli
+from spectune.core.recommend import recommend
+from spectune.documents.profiles import example_names, load_deployment
+from spectune.documents.results import recommendation_doc
+from spectune.render.formats import _clean, render
 
 EXAMPLE = "llama-3.1-70b-h100-eagle3"
 
@@ -106,8 +106,8 @@ def test_report_ledger_adds_up_to_the_recommendation() -> None:
     """The ledger's speculative step is the recommendation's: verify components plus drafter
     over C0 and m(gamma) give the same speedup as `recommend`, each component's plain cost is
     what `cost --tokens 1` prices, and the sentence names the largest additions."""
-    from spectune.cost import step_cost
-    from spectune.report import extra_costs, ledger_steps, why_sentence
+    from spectune.core.cost import step_cost
+    from spectune.render.report import extra_costs, ledger_steps, why_sentence
 
     for example in (EXAMPLE, "qwen3-30b-a3b-h100-eagle3"):
         dep = load_deployment(example)
@@ -173,7 +173,7 @@ def test_table_shows_band_and_marks_infeasible_points() -> None:
 
 def test_report_renders_band_and_infeasible_cells() -> None:
     pytest.importorskip("matplotlib")
-    from spectune.report import report_html
+    from spectune.render.report import report_html
 
     doc = band_and_infeasible_doc()
     rec = recommend(load_deployment(EXAMPLE))
@@ -299,7 +299,7 @@ def test_wide_terminal_cells_carry_tpot_and_limiter(monkeypatch: pytest.MonkeyPa
     import os
     import shutil
 
-    from spectune import cli as cli_module
+    from spectune.cli import main as cli_module
 
     doc = _clean(recommendation_doc(recommend(load_deployment(EXAMPLE))))
     wide = render(doc, "table", variant="wide")

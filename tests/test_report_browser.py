@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from spectune.cli import cli
+from spectune.cli.main import cli
 
 CHROMIUM = os.environ.get("SPECTUNE_CHROMIUM", "/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parent.parent

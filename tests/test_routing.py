@@ -13,14 +13,14 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from spectune.cli import cli
-from spectune.cost import step_cost
-from spectune.cost.moe import distinct_experts, moe_work
-from spectune.cost.routing import chance_overlap, distinct_experts_bt, inclusion, layer_inclusion
-from spectune.deployment import Parallelism
+from spectune.cli.main import cli
+from spectune.core.cost import step_cost
+from spectune.core.cost.moe import distinct_experts, moe_work
+from spectune.core.cost.routing import chance_overlap, distinct_experts_bt, inclusion, layer_inclusion
+from spectune.core.deployment import Parallelism
+from spectune.core.model import UNIFORM, MoE, Routing
+from spectune.documents.profiles import builtin_names, load_deployment, load_gpu, load_model, profiles_dir
 from spectune.errors import InputError
-from spectune.model import UNIFORM, MoE, Routing
-from spectune.profiles import builtin_names, load_deployment, load_gpu, load_model, profiles_dir
 
 GRID_B = np.array([1, 2, 3, 7, 11, 22, 64, 257, 4096], dtype=float)[:, None]
 GRID_T = np.array([1, 2, 3, 5, 9], dtype=float)[None, :]

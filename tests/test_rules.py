@@ -16,13 +16,14 @@ import yaml
 from click.testing import CliRunner
 
 import spectune
-from spectune.acceptance import Acceptance
-from spectune.cli import cli
-from spectune.engines import ENGINES, sglang, vllm
-from spectune.profiles import load_deployment
-from spectune.rules import QUERIES
-from spectune.speedup import speedup_grid
-from spectune.thresholds import IDLE_BELOW, bands_of, thresholds
+from spectune.cli.main import cli
+from spectune.core.acceptance import Acceptance
+from spectune.core.speedup import speedup_grid
+from spectune.core.thresholds import IDLE_BELOW, bands_of, thresholds
+from spectune.documents.profiles import load_deployment
+from spectune.engines import sglang, vllm
+from spectune.engines.registry import ENGINES
+from spectune.render.rules import QUERIES
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.yaml"))
 TOL = 0.03
@@ -73,7 +74,7 @@ def test_breakeven_moves_with_batch_and_context() -> None:
     dep = load_deployment("llama-3.1-70b-h100-eagle3")
     a = [b.breakeven_alpha for b in thresholds(dep, tolerance=TOL).bands if b.breakeven_alpha is not None]
     # non-decreasing to 1e-3: at TP 4 the plain step's all-reduce turns two-shot at batch 32
-    # (512 KiB, spectune/cost/collectives.py), dearer by about what the verify's is, a 1e-4 dip
+    # (512 KiB, spectune/core/cost/collectives.py), dearer by about what the verify's is, a 1e-4 dip
     assert len(a) >= 4 and all(a[i + 1] >= a[i] - 1e-3 for i in range(len(a) - 1)) and a[-1] > a[0] + 0.1
     long = thresholds(dep, tolerance=TOL, context=32768)
     assert long.context == 32768
@@ -190,8 +191,9 @@ def test_fleet_match_on_a_label_not_grouped_by_names_file_line_and_key(tmp_path:
 
 
 def test_rules_stay_out_of_the_start_up_of_other_commands() -> None:
-    code = ("import sys, spectune.cli\n"
-            "loaded = [m for m in ('spectune.rules', 'spectune.thresholds', 'spectune.fleet_file', 'yaml')\n"
+    code = ("import sys, spectune.cli.main\n"
+            "loaded = [m for m in ('spectune.render.rules', 'spectune.core.thresholds',\n"
+            "                      'spectune.documents.fleet_file', 'yaml')\n"
             "          if m in sys.modules]\n"
             "print(loaded)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -23,9 +23,9 @@ import requests
 from click.testing import CliRunner
 from prometheus_support import TICK, PrometheusServer, ReplayExporter, Traffic, prometheus_binary
 
-from spectune.cli import cli
-from spectune.profiles import load_deployment
-from spectune.thresholds import thresholds
+from spectune.cli.main import cli
+from spectune.core.thresholds import thresholds
+from spectune.documents.profiles import load_deployment
 
 pytestmark = pytest.mark.prometheus
 

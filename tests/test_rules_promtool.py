@@ -23,12 +23,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from spectune.cli import cli
+from spectune.cli.main import cli
+from spectune.core.thresholds import Band, thresholds
+from spectune.documents.profiles import load_deployment
 from spectune.engines import sglang, vllm
-from spectune.grafana import reference
-from spectune.profiles import load_deployment
-from spectune.rules import RulesSpec, Target
-from spectune.thresholds import Band, thresholds
+from spectune.render.grafana import reference
+from spectune.render.rules import RulesSpec, Target
 
 pytestmark = pytest.mark.prometheus
 

@@ -16,8 +16,8 @@ from builders import profile
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
-from spectune.cli import cli
-from spectune.schema import SCHEMAS
+from spectune.cli.main import cli
+from spectune.documents.schema import SCHEMAS
 
 ROOT = Path(__file__).resolve().parent.parent
 CI = ROOT / "examples" / "ci"
@@ -35,7 +35,7 @@ def prof(tmp_path_factory: pytest.TempPathFactory) -> str:
 def observe_command() -> click.Command:
     if "observe" in cli.commands:
         return cli
-    from spectune.observe.command import observe
+    from spectune.cli.observe import observe
 
     return observe
 
@@ -143,7 +143,7 @@ def test_metrics_observation_validates() -> None:
 
 
 def test_schema_list_is_derived_from_the_schemas() -> None:
-    from spectune.schema import kinds
+    from spectune.documents.schema import kinds
 
     assert kinds() == {k: s["description"] for k, s in SCHEMAS.items()}
     assert all(s["title"] == k and s["description"].startswith("spectune ") for k, s in SCHEMAS.items())

@@ -26,9 +26,9 @@ import pytest
 from click.testing import CliRunner
 from observe_support import PROM, Engine, vllm_text
 
-from spectune.cli import cli
+from spectune import redact
+from spectune.cli.main import cli
 from spectune.exit_codes import ExitCode
-from spectune.observe import redact
 
 TOKEN = "s3cret-Tok3n-0123456789abcdefXYZ"
 USER, PASSWORD = "user", "SEKRET"  # the case: Basic dXNlcjpTRUtSRVQ=

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-from spectune.cost.attention import latent_core, mla_pair_constants
-from spectune.cost.dense import gemm_work
-from spectune.cost.moe import distinct_experts, distinct_experts_slope, knee, moe_work
-from spectune.cost.roofline import intensity
-from spectune.deployment import Parallelism
-from spectune.model import MoE
+from spectune.core.cost.attention import latent_core, mla_pair_constants
+from spectune.core.cost.dense import gemm_work
+from spectune.core.cost.moe import distinct_experts, distinct_experts_slope, knee, moe_work
+from spectune.core.cost.roofline import intensity
+from spectune.core.deployment import Parallelism
+from spectune.core.model import MoE
 
 N_H, D_C, D_R, B_KV, B_Q = 64, 512, 64, 1.0, 2.0
 E, K = 256, 6

@@ -1,4 +1,4 @@
-"""The shell reader behind `spectune check` (spectune.shell): the same tokens as POSIX
+"""The shell reader behind `spectune check` (spectune.engines.shell): the same tokens as POSIX
 shlex, each with its offset, in time linear in the text -- a command line of 200,000
 options is read whole, its speculative settings and line numbers right."""
 
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spectune.engines.serving_config import read_serving_config
+from spectune.engines.shell import PUNCTUATION, scan_shell, shell_commands, shell_tokens
 from spectune.errors import InputError
-from spectune.serving_config import read_serving_config
-from spectune.shell import PUNCTUATION, scan_shell, shell_commands, shell_tokens
 
 
 def shlex_tokens(text: str) -> list[str]:
@@ -45,7 +45,7 @@ def test_tokens_are_shlexs(text: str) -> None:
 
 
 def scan_by_hand(text: str) -> tuple[list[tuple[int, int]], int]:
-    """spectune.shell.scan_shell as it was, a character at a time: the reference."""
+    """spectune.engines.shell.scan_shell as it was, a character at a time: the reference."""
     comments: list[tuple[int, int]] = []
     quote, last_quote, i = None, 0, 0
     while i < len(text):

@@ -13,13 +13,13 @@ import yaml
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
-from spectune.cli import cli
-from spectune.deployment import Deployment, Workload
-from spectune.memory import memory
-from spectune.profiles import examples_dir, load_deployment
-from spectune.schema import SCHEMAS
-from spectune.slo import goodput, parse_duration, search_batches
-from spectune.speedup import speedup_grid
+from spectune.cli.main import cli
+from spectune.core.deployment import Deployment, Workload
+from spectune.core.memory import memory
+from spectune.core.slo import goodput, parse_duration, search_batches
+from spectune.core.speedup import speedup_grid
+from spectune.documents.profiles import examples_dir, load_deployment
+from spectune.documents.schema import SCHEMAS
 
 
 @pytest.fixture(scope="module")
@@ -98,10 +98,11 @@ def test_recommend_stays_lazy() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from click.testing import CliRunner; from spectune.cli import cli; "
+    code = ("import sys; from click.testing import CliRunner; from spectune.cli.main import cli; "
             "r = CliRunner().invoke(cli, ['recommend', 'qwen3-30b-a3b-h100-eagle3']); "
             "assert r.exit_code == 0, r.output; "
-            "print(sorted(m for m in ('spectune.ragged', 'spectune.slo', 'spectune.widthdepth', "
-            "'spectune.rounds_file') if m in sys.modules))")
+            "print(sorted(m for m in ('spectune.core.ragged', 'spectune.core.slo', "
+            "'spectune.core.widthdepth', "
+            "'spectune.documents.rounds_file') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -15,9 +15,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from spectune.cli import cli
-from spectune.uncertainty import BAND_COVERAGE, SPEEDUP_BAND
-from spectune.validation import USES, Point, evaluate, log_residual_band, summarise
+from spectune.cli.main import cli
+from spectune.core.uncertainty import BAND_COVERAGE, SPEEDUP_BAND
+from spectune.documents.validation import USES, Point, evaluate, log_residual_band, summarise
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -101,7 +101,7 @@ def test_amd_mtp_within_six_percent_and_64_is_the_spec_servers_running_cap(point
     blog's launch command sets none; the baseline has no such cap), so at 64 the MTP server
     queues 16 and a client waits L(48) * 64 / 48. Priced without that cap, 64 reads 1.40x
     (+12 %); below 48 the cap changes nothing."""
-    from spectune.validation import predict
+    from spectune.documents.validation import predict
     amd = [p for p in points if p.row["source"] == "AMD ROCm blog MTP, Table 1 [B5]"]
     assert len(amd) == 7
     for p in amd:
@@ -116,8 +116,8 @@ def test_amd_mtp_within_six_percent_and_64_is_the_spec_servers_running_cap(point
 def test_amd_rows_price_what_the_metric_measures(points: list[Point]) -> None:
     """The AMD speedups are end-to-end latency ratios: priced as such (prefills included),
     each is below the decode-throughput speedup of the same deployment at batch 1 .. B."""
-    from spectune.speedup import speedup_grid
-    from spectune.validation import deployment
+    from spectune.core.speedup import speedup_grid
+    from spectune.documents.validation import deployment
     for p in (q for q in points if q.row["source"] == "AMD ROCm blog MTP, Table 1 [B5]"):
         assert p.row["metric"] == "e2e_latency"
         g = speedup_grid(deployment(p.row), batch=np.arange(1, p.row["batch"] + 1))
@@ -155,7 +155,7 @@ def test_plain_decode_fit_rows_are_reproduced_and_never_validation_sources(point
     """The stack terms of sglang-rocm and sglang-h200-2025-03 come from plain-decode serving
     measurements, not from any speedup: each fit row's TPOT within 10 %, and no plain-decode
     source is a source of a validation row."""
-    from spectune.validation import plain_tpot
+    from spectune.documents.validation import plain_tpot
     rows = _plain_rows()
     assert rows and all(r["use"] == "fit" for r in rows)
     for r in rows:
@@ -172,7 +172,7 @@ def test_shipped_stack_engine_terms_are_the_fit(engine: str) -> None:
     import subprocess
     import sys
 
-    from spectune.profiles import load_engine
+    from spectune.documents.profiles import load_engine
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "fit_engine_serving.py"), engine],
                          capture_output=True, text=True, check=True).stdout
     fitted = yaml.safe_load(out)
@@ -185,7 +185,7 @@ def test_serving_latency_saturated_and_arrival_limited() -> None:
     """Saturated (arrivals faster than service): L solves (L - p)(L - N p) = n t L, i.e. about
     n t + (N + 1) p; arrival-limited: N = rate * L below the cap, and a higher cap changes
     nothing; more prefill time dilutes a decode speedup towards 1."""
-    from spectune.validation import serving_latency
+    from spectune.documents.validation import serving_latency
     t = np.full(64, 0.02)
     p, n = 0.1, 500
     lat = serving_latency(p, t, n, 8, float("inf"), iterations=400)
@@ -218,7 +218,7 @@ def test_shipped_h100_kernels_are_the_fit(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from spectune.profiles import load_gpu
+    from spectune.documents.profiles import load_gpu
     script = str(ROOT / "scripts" / "fit_kernels.py")
     out = subprocess.run([sys.executable, script, str(AIC_DATA), "h100_sxm"],
                          capture_output=True, text=True, check=True).stdout
@@ -235,9 +235,9 @@ def test_shipped_h100_kernels_are_the_fit(tmp_path: Path) -> None:
 def test_rocm_engine_adds_its_layer_time_to_every_pass() -> None:
     """sglang-rocm is sglang plus a fixed time per layer per pass: a target pass of DeepSeek-V3
     (61 layers) pays 61 x layer_overhead more, an MTP pass (1 layer) one; kernels unchanged."""
-    from spectune.cost import step_cost
-    from spectune.deployment import Parallelism
-    from spectune.profiles import load_drafter, load_engine, load_gpu, load_model
+    from spectune.core.cost import step_cost
+    from spectune.core.deployment import Parallelism
+    from spectune.documents.profiles import load_drafter, load_engine, load_gpu, load_model
     gpu, model, par = load_gpu("mi300x"), load_model("deepseek-v3"), Parallelism(8, 1, 1)
     rocm, base = load_engine("sglang-rocm"), load_engine("sglang")
     assert rocm.layer_overhead > 0 and rocm.prefill_token_cost > 0

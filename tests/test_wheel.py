@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 import pytest
 
-from spectune.cli import cli
+from spectune.cli.main import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,13 +16,13 @@ import yaml
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
-from spectune.acceptance import Acceptance
-from spectune.cli import cli
-from spectune.deployment import Parallelism
-from spectune.model import Model, Routing
-from spectune.profiles import load_gpu, load_model
-from spectune.schema import SCHEMAS
-from spectune.widthdepth import WidthDepth, width_vs_depth
+from spectune.cli.main import cli
+from spectune.core.acceptance import Acceptance
+from spectune.core.deployment import Parallelism
+from spectune.core.model import Model, Routing
+from spectune.core.widthdepth import WidthDepth, width_vs_depth
+from spectune.documents.profiles import load_gpu, load_model
+from spectune.documents.schema import SCHEMAS
 
 # The seed's co-activation is published only as a figure: 0.5 is an assumption, and the
 # threshold test below derives the co-activation at which depth starts to win.
@@ -133,7 +133,7 @@ def test_skew_alone_does_not_separate_width_from_depth(qwen36: Model) -> None:
 
 def test_a_priced_drafter_washes_the_effect_out(qwen36: Model) -> None:
     """Seed 003's footnote: in real engines the draft model's cost washes the depth gain out."""
-    from spectune.profiles import load_deployment
+    from spectune.documents.profiles import load_deployment
 
     dep = load_deployment("qwen3.6-35b-a3b-b200-mtp")
     co = replace(qwen36, routing=Routing(coactivation=F_ASSUMED))

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from spectune.deployment import Deployment
-from spectune.emit.plan import Range, lookup
+from spectune.core.deployment import Deployment
+from spectune.core.plan import Range, lookup
+from spectune.documents.inputs import JsonProblem, input_file_problem, parse_json, read_input, short
 from spectune.errors import InputError
-from spectune.inputs import JsonProblem, input_file_problem, parse_json, read_input, short
 from spectune.limits import MAX_CONTEXT, MAX_GAMMA
 
 GAMMA_LIMIT = MAX_GAMMA  # largest draft length evaluated (as `recommend --gamma-max` and profiles' gamma_max)
@@ -29,7 +29,7 @@ Option = tuple[str, Any, int | None]  # (option, value, line)
 class Configured:
     """The speculation a serving configuration sets up, as the engine would read it."""
 
-    engine: str  # a key of spectune.engines.ENGINES: "vllm" or "sglang"
+    engine: str  # a key of spectune.engines.registry.ENGINES: "vllm" or "sglang"
     form: str  # "vllm-config-file", "command-line" or "kubernetes"
     file: str
     line: int | None = None
@@ -95,7 +95,7 @@ def split_options(args: list[str]) -> Iterator[tuple[str | None, str | None]]:
 
 
 def json_value(raw: str, what: str, file: str, line: int | None) -> Any:
-    """``raw`` parsed as JSON (:func:`spectune.inputs.parse_json`: bounded depth and
+    """``raw`` parsed as JSON (:func:`spectune.documents.inputs.parse_json`: bounded depth and
     numbers); InputError (exit 2) naming ``what``, file and line otherwise."""
     try:
         return parse_json(raw)
@@ -164,7 +164,7 @@ def referenced_text(value: str, folder: Path, option: str, file: str,
     raise InputError(f"{option} {value}: {problem}", file, line)
 
 
-#: The chunked-prefill token budget options (spectune.cost.prefill reads the budget).
+#: The chunked-prefill token budget options (spectune.core.cost.prefill reads the budget).
 BUDGET_OPTIONS = ("--max-num-batched-tokens", "--chunked-prefill-size")
 
 

@@ -18,7 +18,7 @@ test fixture ``tests/data/sglang_spec_args.json``.
   forces num-draft-tokens = num-steps + 1. spectune emits gamma, 1, gamma + 1 for a chain;
   for a draft tree (drafter ``topk`` > 1, EAGLE-2) gamma, topk and the tree's verify width
   (``num_draft_tokens``, capped by the candidates gamma steps can produce:
-  :func:`spectune.tree.verify_width`).
+  :func:`spectune.core.tree.verify_width`).
 * NGRAM sets eagle-topk from ``--speculative-ngram-max-bfs-breadth`` (default 10), so
   spectune also passes breadth 1 to keep one chain of gamma drafts.
 * ``--speculative-adaptive`` + ``--speculative-adaptive-config FILE``: a JSON object whose
@@ -63,9 +63,9 @@ from pathlib import Path
 from typing import Any
 
 import spectune.observe.exposition as _exposition
-from spectune.acceptance import Acceptance
-from spectune.deployment import Deployment
-from spectune.emit.plan import (
+from spectune.core.acceptance import Acceptance
+from spectune.core.deployment import Deployment
+from spectune.core.plan import (
     Plan,
     Range,
     describe,
@@ -75,26 +75,10 @@ from spectune.emit.plan import (
     off_reason,
     smoothing_note,
 )
-from spectune.engines.options import (
-    GAMMA_LIMIT,
-    Configured,
-    draft_length,
-    read_budget,
-    referenced_text,
-    split_options,
-    whole_number,
-)
-from spectune.errors import InputError
-from spectune.inputs import json_document, short
-from spectune.limits import MAX_BATCH, MAX_GAMMA, MAX_GPUS
-from spectune.observe.exposition import Exposition, Series
-from spectune.observe.faults import (
-    BadBodyFault,
-    NoSpeculativeTraffic,
-    ObserveUsageError,
-    SpeculationNotEnabled,
-)
-from spectune.observe.observation import (
+from spectune.core.recommend import Recommendation
+from spectune.core.tree import verify_width
+from spectune.documents.inputs import json_document, short
+from spectune.documents.observation import (
     AcceptanceInfo,
     EngineInfo,
     Observation,
@@ -107,9 +91,25 @@ from spectune.observe.observation import (
     histogram_summary,
     iso,
 )
+from spectune.engines.options import (
+    GAMMA_LIMIT,
+    Configured,
+    draft_length,
+    read_budget,
+    referenced_text,
+    split_options,
+    whole_number,
+)
+from spectune.errors import (
+    BadBodyFault,
+    InputError,
+    NoSpeculativeTraffic,
+    ObserveUsageError,
+    SpeculationNotEnabled,
+)
+from spectune.limits import MAX_BATCH, MAX_GAMMA, MAX_GPUS
+from spectune.observe.exposition import Exposition, Series
 from spectune.observe.window import Capture, HistogramDelta, Segment, histogram_delta, split_segments
-from spectune.recommend import Recommendation
-from spectune.tree import verify_width
 
 NAME = "sglang"
 LABEL = "SGLang"
@@ -204,7 +204,7 @@ def sglang_settings(rec: Recommendation, weights: Mapping[int, float] | None = N
     args = ["--speculative-algorithm", algo]
     if path:
         args += ["--speculative-draft-model-path", path]
-    # A tree verifies num_draft_tokens per sequence (spectune.tree.verify_width); a chain k + 1.
+    # A tree verifies num_draft_tokens per sequence (spectune.core.tree.verify_width); a chain k + 1.
     width = int(verify_width(dep.drafter, k))
     args += ["--speculative-num-steps", str(k), "--speculative-eagle-topk", str(topk),
              "--speculative-num-draft-tokens", str(width)]

@@ -54,7 +54,7 @@ sample), and deltas of the histograms ``vllm:request_prompt_tokens``,
 ``vllm:iteration_tokens_total`` (tokens per engine step) and
 ``vllm:inter_token_latency_seconds`` (V0: ``vllm:time_per_output_token_seconds``).
 
-Step timing (:class:`~spectune.observe.observation.StepTiming`): V1 observes one
+Step timing (:class:`~spectune.documents.observation.StepTiming`): V1 observes one
 inter-token latency per request per decode step (all tokens a step emits for a request
 count as one), so its window delta gives the decode steps summed over requests (count)
 and the request-seconds spent decoding (sum); by Little's law the mean number of requests
@@ -78,9 +78,9 @@ from typing import Any, NamedTuple
 import yaml
 
 import spectune.observe.exposition as _exposition
-from spectune.acceptance import Acceptance
-from spectune.deployment import Deployment
-from spectune.emit.plan import (
+from spectune.core.acceptance import Acceptance
+from spectune.core.deployment import Deployment
+from spectune.core.plan import (
     Plan,
     Range,
     describe,
@@ -90,27 +90,9 @@ from spectune.emit.plan import (
     off_reason,
     smoothing_note,
 )
-from spectune.engine_version import predates
-from spectune.engines.options import (
-    FALSE,
-    Configured,
-    Option,
-    draft_length,
-    flag_on,
-    json_value,
-    read_budget,
-    referenced_text,
-    split_options,
-    whole_number,
-)
-from spectune.errors import InputError
-from spectune.inputs import JsonProblem, parse_json, short, yaml_documents
-from spectune.limits import MAX_GPUS, MAX_POSITIONS
-from spectune.manifests import child, line_of
-from spectune.observe.counts import check_segment
-from spectune.observe.exposition import Exposition, Series
-from spectune.observe.faults import BadBodyFault, NoSpeculativeTraffic, SpeculationNotEnabled
-from spectune.observe.observation import (
+from spectune.core.recommend import Recommendation
+from spectune.documents.inputs import JsonProblem, parse_json, short, yaml_documents
+from spectune.documents.observation import (
     AcceptanceInfo,
     EngineInfo,
     Observation,
@@ -125,7 +107,24 @@ from spectune.observe.observation import (
     iso,
     speculation,
 )
-from spectune.observe.redact import clip
+from spectune.engines.engine_version import predates
+from spectune.engines.manifests import child, line_of
+from spectune.engines.options import (
+    FALSE,
+    Configured,
+    Option,
+    draft_length,
+    flag_on,
+    json_value,
+    read_budget,
+    referenced_text,
+    split_options,
+    whole_number,
+)
+from spectune.errors import BadBodyFault, InputError, NoSpeculativeTraffic, SpeculationNotEnabled
+from spectune.limits import MAX_GPUS, MAX_POSITIONS
+from spectune.observe.counts import check_segment
+from spectune.observe.exposition import Exposition, Series
 from spectune.observe.window import (
     Capture,
     HistogramDelta,
@@ -135,7 +134,7 @@ from spectune.observe.window import (
     split_segments,
     summed_delta,
 )
-from spectune.recommend import Recommendation
+from spectune.redact import clip
 from spectune.version import __version__
 
 NAME = "vllm"

@@ -7,11 +7,11 @@ Public API (what ``spectune recommend --observed/--metrics-url`` uses):
   ``interval`` seconds between) and return an :class:`Observation`;
 * :func:`observe_log` — the same document from vLLM's ``SpecDecoding metrics`` log lines;
 * :func:`load_observation` — read an ``observe -o yaml|json`` file back;
-* :func:`observation_acceptance` — the measured :class:`~spectune.acceptance.Acceptance`;
+* :func:`observation_acceptance` — the measured :class:`~spectune.core.acceptance.Acceptance`;
 * :func:`observation_operating_point` — batch sizes seen (with weights) and a context estimate.
 
-Faults raise :class:`~spectune.observe.faults.ObserveError` subclasses, each with its own
-exit code (table in :mod:`spectune.observe.faults`).
+Faults raise :class:`~spectune.errors.ObserveError` subclasses, each with its own
+exit code (table in :mod:`spectune.errors`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the real names, for type checkers; at run time they load on first use
+    from spectune.documents.observation import Observation, load_observation
+    from spectune.errors import EXIT_CODES, ObserveError
     from spectune.observe.api import (
         DEFAULT_TOKEN_ENV,
         detect_engine,
@@ -27,9 +29,7 @@ if TYPE_CHECKING:  # the real names, for type checkers; at run time they load on
         observation_operating_point,
         observe_url,
     )
-    from spectune.observe.faults import EXIT_CODES, ObserveError
     from spectune.observe.log import observe_log
-    from spectune.observe.observation import Observation, load_observation
 
 __all__ = [
     "DEFAULT_TOKEN_ENV",
@@ -46,17 +46,18 @@ __all__ = [
 
 # Loaded lazily so that `spectune --help` does not pay for NumPy, requests and the parser.
 _WHERE = {
-    "DEFAULT_TOKEN_ENV": "api", "detect_engine": "api", "observation_acceptance": "api",
-    "observation_operating_point": "api", "observe_url": "api",
-    "EXIT_CODES": "faults", "ObserveError": "faults",
-    "observe_log": "log",
-    "Observation": "observation", "load_observation": "observation",
+    "DEFAULT_TOKEN_ENV": "spectune.observe.api", "detect_engine": "spectune.observe.api",
+    "observation_acceptance": "spectune.observe.api",
+    "observation_operating_point": "spectune.observe.api", "observe_url": "spectune.observe.api",
+    "EXIT_CODES": "spectune.errors", "ObserveError": "spectune.errors",
+    "observe_log": "spectune.observe.log",
+    "Observation": "spectune.documents.observation", "load_observation": "spectune.documents.observation",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in _WHERE:
-        value = getattr(import_module(f"spectune.observe.{_WHERE[name]}"), name)
+        value = getattr(import_module(_WHERE[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'spectune.observe' has no attribute {name!r}")

@@ -8,8 +8,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from spectune.acceptance import Acceptance
-from spectune.engines import ENGINES
+from spectune.core.acceptance import Acceptance
+from spectune.documents.observation import Observation, checked, iso
+from spectune.engines.registry import ENGINES
+from spectune.errors import (
+    BadBodyFault,
+    ObserveError,
+    ObserveUsageError,
+    SpeculationNotEnabled,
+)
 from spectune.limits import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_RETRIES,
@@ -17,14 +24,6 @@ from spectune.limits import (
     DEFAULT_WINDOW_SECONDS,
 )
 from spectune.observe.exposition import Exposition, has_prefix
-from spectune.observe.faults import (
-    BadBodyFault,
-    ObserveError,
-    ObserveUsageError,
-    SpeculationNotEnabled,
-)
-from spectune.observe.observation import Observation, checked, iso
-from spectune.observe.redact import clip
 from spectune.observe.scrape import (
     DEFAULT_TOKEN_ENV,
     Scrape,
@@ -34,12 +33,13 @@ from spectune.observe.scrape import (
     resolve_token,
 )
 from spectune.observe.window import Capture, Snapshot
+from spectune.redact import clip
 
 ProgressFn = Callable[[float], None]
 
 
 def detect_engine(expo: Exposition) -> str:
-    """The name of the engine (:data:`~spectune.engines.ENGINES`) whose metric prefix the page
+    """The name of the engine (:data:`~spectune.engines.registry.ENGINES`) whose metric prefix the page
     shows; of several (a proxy exposing more than one), the first showing its speculative
     metrics, else the first; :class:`SpeculationNotEnabled` for none."""
     found = [e for e in ENGINES.values() if has_prefix(expo, e.PREFIX)]

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from spectune.deployment import Deployment
-from spectune.draft_share import continuation, undrafted_share
-from spectune.lengths import observed_lengths
+from spectune.core.deployment import Deployment
+from spectune.core.draft_share import continuation, undrafted_share
+from spectune.core.lengths import observed_lengths
+from spectune.documents.observation import Observation
 from spectune.observe.api import observation_acceptance, observation_operating_point
-from spectune.observe.observation import Observation
 
 
 @dataclass(frozen=True)

@@ -39,17 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from spectune.engines.vllm import (
-    LOG_FIELDS,
-    LOG_MARKER,
-    LOG_OPERATING_POINT,
-    LOG_RATES,
-    LOG_STAMP,
-)
-from spectune.inputs import input_file_problem
-from spectune.limits import MAX_LOG_BYTES, MAX_LOG_LINE, MAX_POSITIONS
-from spectune.observe.faults import NoSpeculativeTraffic, ObserveUsageError
-from spectune.observe.observation import (
+from spectune.documents.inputs import input_file_problem
+from spectune.documents.observation import (
     AcceptanceInfo,
     EngineInfo,
     Observation,
@@ -58,6 +49,15 @@ from spectune.observe.observation import (
     Window,
     speculation,
 )
+from spectune.engines.vllm import (
+    LOG_FIELDS,
+    LOG_MARKER,
+    LOG_OPERATING_POINT,
+    LOG_RATES,
+    LOG_STAMP,
+)
+from spectune.errors import NoSpeculativeTraffic, ObserveUsageError
+from spectune.limits import MAX_LOG_BYTES, MAX_LOG_LINE, MAX_POSITIONS
 
 
 @dataclass(frozen=True)
@@ -252,7 +252,7 @@ def _bounded_lines(stream: BinaryIO, where: str) -> Iterator[str]:
 def observe_log(path: str | Path) -> Observation:
     """Read a vLLM server log (``-`` for stdin) and aggregate its SpecDecoding lines.
     The observation is checked as ``recommend --observed`` would load it."""
-    from spectune.observe.observation import checked
+    from spectune.documents.observation import checked
 
     name = str(path)
     if name == "-":

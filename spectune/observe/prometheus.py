@@ -25,7 +25,7 @@ HTTP: one ``requests`` call per query with ``timeout`` seconds for the whole ans
 size cap on the body; a bearer token (never printed), a CA bundle, and the multi-tenant
 ``X-Scope-OrgID`` header (Cortex, Mimir, Thanos) when given. Answers are checked by :mod:`.prometheus_answer`,
 counts and Observations as ``observe URL``'s (:mod:`.counts`): malformed or inconsistent is exit 5.
-Every answer's text reaches a message through :mod:`spectune.observe.redact`; no redirect
+Every answer's text reaches a message through :mod:`spectune.redact`; no redirect
 to another host.
 """
 
@@ -39,12 +39,10 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from spectune.docspec import Field, Kind, List, Map, Nullable, Number, Obj, Reader, Text
-from spectune.engines import ENGINES
-from spectune.limits import MAX_PROMETHEUS_GROUPS
-from spectune.observe.counts import INCREASE_SLACK
-from spectune.observe.exposition import Exposition, LabelSet, Series
-from spectune.observe.faults import (
+from spectune.documents.docspec import Field, Kind, List, Map, Nullable, Number, Obj, Reader, Text
+from spectune.documents.observation import OBSERVATION, Observation, Source, Window, checked, iso
+from spectune.engines.registry import ENGINES
+from spectune.errors import (
     BadBodyFault,
     NoSpeculativeTraffic,
     ObserveError,
@@ -53,11 +51,13 @@ from spectune.observe.faults import (
     TimeoutFault,
     TLSFault,
 )
-from spectune.observe.observation import OBSERVATION, Observation, Source, Window, checked, iso
+from spectune.limits import MAX_PROMETHEUS_GROUPS
+from spectune.observe.counts import INCREASE_SLACK
+from spectune.observe.exposition import Exposition, LabelSet, Series
 from spectune.observe.prometheus_answer import Asked, answer_data, instant_vector, range_matrix
-from spectune.observe.redact import protect, redact_url, server_text
 from spectune.observe.scrape import _classify_connection_error, _tls_reason
 from spectune.observe.window import Capture, Snapshot
+from spectune.redact import protect, redact_url, server_text
 
 MAX_BODY_BYTES = 64 * 1024 * 1024  # one query's answer
 KIND = "Fleet"
@@ -468,7 +468,7 @@ def describe_labels(labels: dict[str, str]) -> str:
 def load_observed(path: str, match: Sequence[str] = ()) -> Observation:
     """An ``observe -o yaml|json`` file: an Observation, or one group of a Fleet document
     (the only one, or the one ``match`` (LABEL=VALUE ...) selects)."""
-    from spectune.observe.observation import check_observation, observation_from_dict, read_document
+    from spectune.documents.observation import check_observation, observation_from_dict, read_document
 
     doc, name, lines = read_document(path)
     if not (isinstance(doc, dict) and doc.get("kind") == KIND):

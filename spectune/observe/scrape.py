@@ -1,8 +1,8 @@
 """Fetching ``/metrics`` over HTTP(S): timeouts, bounded retries with backoff, bearer token, TLS.
 
-Every failure becomes one :mod:`spectune.observe.faults` exception with its own exit code.
+Every failure becomes one :mod:`spectune.errors` exception with its own exit code.
 The bearer token is held in a field excluded from ``repr``; every message goes through
-:mod:`spectune.observe.redact` (no credential in any encoding; no redirect to another host
+:mod:`spectune.redact` (no credential in any encoding; no redirect to another host
 with them).
 
 Every request -- ``/metrics`` and the ``/version`` probe alike -- runs under one deadline:
@@ -28,10 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from spectune.inputs import input_file_problem, parse_json
-from spectune.limits import DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, MAX_METRICS_BYTES, MAX_PROBE_BYTES
-from spectune.observe.exposition import Exposition, parse_exposition
-from spectune.observe.faults import (
+from spectune.documents.inputs import input_file_problem, parse_json
+from spectune.errors import (
     BadBodyFault,
     ConnectionFault,
     DNSFault,
@@ -41,7 +39,9 @@ from spectune.observe.faults import (
     TimeoutFault,
     TLSFault,
 )
-from spectune.observe.redact import protect, redact_url, scrub, server_text
+from spectune.limits import DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, MAX_METRICS_BYTES, MAX_PROBE_BYTES
+from spectune.observe.exposition import Exposition, parse_exposition
+from spectune.redact import protect, redact_url, scrub, server_text
 
 DEFAULT_TOKEN_ENV = "SPECTUNE_METRICS_TOKEN"
 MAX_BODY_BYTES = MAX_METRICS_BYTES

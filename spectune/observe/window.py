@@ -21,8 +21,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from spectune.errors import BadBodyFault
 from spectune.observe.exposition import Exposition, LabelSet, Series
-from spectune.observe.faults import BadBodyFault
 
 Select = Callable[[Series], bool]
 

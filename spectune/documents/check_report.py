@@ -1,0 +1,65 @@
+"""The ``CheckReport`` document: a serving configuration's speculation against the
+recommended settings (``spectune check``), defined once (:mod:`spectune.documents.docspec`).
+
+``spectune/check.py`` writes it through :data:`CHECK_REPORT` (key order, rounding); the
+published schema (``spectune schema CheckReport``) and the CheckSet that embeds it come from
+here. Fields: docs/schema.md#checkreport.
+"""
+
+from __future__ import annotations
+
+from spectune.documents.docspec import Choice, Field, Flag, Kind, List, Nullable, Number, Obj, Text, Tuple
+from spectune.documents.results import METADATA
+
+_NAT = Number(integer=True, minimum=0)
+_POS = Number(integer=True, minimum=1)
+_ENGINES = Choice(("vllm", "sglang"))
+
+CHECK_REPORT = Kind("CheckReport", "spectune check",
+                    "a serving configuration's speculation against the recommended settings", Obj((
+    Field("metadata", METADATA),
+    Field("verdict", Choice(("pass", "fail"))),
+    Field("exit_code", Choice((0, 1))),
+    Field("tolerance", Number(minimum=0, maximum=1)),
+    Field("summary", Text()),
+    Field("config", Obj((
+        Field("file", Text()),
+        Field("format", Choice(("vllm-config-file", "command-line", "kubernetes"))),
+        Field("line", Nullable(_POS)), Field("engine", _ENGINES),
+        Field("method", Nullable(Text())), Field("model", Nullable(Text())), Field("speculate", Flag()),
+        Field("num_speculative_tokens", Nullable(_POS)),
+        Field("schedule", Nullable(List(Tuple((_POS, _POS, _NAT), "[first batch size, last batch size, "
+                                                                  "gamma], inclusive"), 1))),
+        Field("schedule_active", Flag()), Field("data_parallel_size", _POS),
+        Field("sglang", Nullable(Obj((
+            Field("num_steps", Nullable(_NAT)), Field("eagle_topk", Nullable(_POS)),
+            Field("num_draft_tokens", Nullable(_POS)), Field("adaptive", Flag()),
+            Field("adaptive_config", Nullable(Text())))))),
+    ))),
+    Field("profile", Obj((
+        Field("name", Text()), Field("model", Text()),
+        Field("drafter", Obj((Field("kind", Text()), Field("name", Text()),
+                              Field("path", Nullable(Text()))))),
+        Field("engine", Text()), Field("gamma_max", _POS)))),
+    Field("points", List(Obj((
+        Field("batch", _POS), Field("context", _NAT),
+        Field("configured_gamma", _NAT), Field("configured_speedup", Nullable(Number())),
+        Field("recommended_gamma", _NAT), Field("recommended_speedup", Nullable(Number())),
+        Field("unconstrained_gamma", _NAT), Field("unconstrained_speedup", Nullable(Number())),
+        Field("shortfall", Nullable(Number())), Field("slows_down", Flag()),
+        Field("marginal_gain", Flag(description="the recommended settings speculate here with a speedup "
+                                                "band reaching below 1.0x: only a slowdown fails such a "
+                                                "point, and a gain there is no certain win")),
+        Field("feasible", Flag()),
+        Field("ok", Flag()),
+        *(Field(k, Nullable(Number())) for k in ("plain_tokens_per_s", "configured_tokens_per_s",
+                                                 "recommended_tokens_per_s")))), 1)),
+    Field("failing_points", _NAT),
+    Field("worst", Obj((Field("batch", _POS), Field("context", _NAT), Field("shortfall", Number())))),
+    Field("warnings", List(Text())),
+    Field("fix", Nullable(Obj((
+        Field("engine", _ENGINES), Field("format", Choice(("vllm-config-file", "command-line"))),
+        Field("snippet", Text()), Field("adaptive_config", Text(), required=False),
+        Field("max_shortfall", Number()))))),
+    Field("notes", List(Text())),
+)))

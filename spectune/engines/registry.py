@@ -1,0 +1,91 @@
+"""The serving engines spectune knows, one module each: everything about an engine sits in
+its module -- its metric names and how to read them, its speculative settings and how to
+emit them, how to read them back from a config file, command line or manifest, its
+defaults, releases and limits.
+
+The gate (:mod:`spectune.gate`), the serving-config reader (:mod:`spectune.engines.serving_config`),
+``spectune emit`` and ``spectune observe`` (a URL or Prometheus) reach an engine through :data:`ENGINES` and
+the names of :class:`Engine`. Adding an engine (TensorRT-LLM, say) is one module with those
+names and one line in :data:`ENGINES`; its ``/metrics`` is told from the others' by its
+``PREFIX`` and ``SPEC_METRIC`` (:func:`spectune.observe.api.detect_engine`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import spectune.engines.sglang as sglang  # the engines, one module each
+import spectune.engines.vllm as vllm
+from spectune.core.deployment import Deployment
+from spectune.core.plan import Plan
+from spectune.core.recommend import Recommendation
+from spectune.documents.observation import Observation
+from spectune.engines.options import Configured
+from spectune.errors import InputError
+from spectune.observe.exposition import Exposition
+from spectune.observe.window import Capture
+
+
+class Engine(Protocol):
+    """What spectune asks of an engine module."""
+
+    NAME: str  # as in profiles and documents: "vllm"
+    LABEL: str  # as in messages: "vLLM"
+    METHODS: dict[str, str]  # spectune drafter kind -> the engine's method for it
+    SNIPPET_KINDS: tuple[str, ...]  # what `spectune emit PROFILE KIND` writes for it
+    VERSION_PATH: str  # HTTP path of the server whose JSON carries its "version"
+    PREFIX: str  # what its /metrics names start with: "vllm:"
+    SPEC_METRIC: str  # a metric its /metrics shows only while it speculates
+    COUNTERS: tuple[str, ...]  # the metrics its readers take, by type (Prometheus queries by type)
+    HISTOGRAMS: tuple[str, ...]
+    GAUGES: tuple[str, ...]
+    RESET_COUNTER: str | None  # a counter whose resets() count restarts (None: none)
+    SPECULATION_SERIES: tuple[str, ...]  # any of them seen in a window: the server speculates
+
+    # ---- settings emitted (spectune emit, recommend --emit) and the gate's reference
+    def snippet(self, rec: Recommendation, kind: str, plan: Plan,
+                adaptive_path: str | None = None) -> tuple[str, list[str] | None]: ...
+
+    def reference(self, rec: Recommendation, plan: Plan,
+                  form: str) -> tuple[Callable[[int], int], dict[str, Any], list[str]]: ...
+
+    # ---- settings read back (spectune.engines.serving_config) and compared with a profile (check)
+    def launch_args(self, words: list[str], i: int) -> list[str] | None: ...
+
+    def runs_image(self, image: str) -> bool: ...
+
+    def read_args(self, conf: Configured, args: list[str], folder: Path) -> None: ...
+
+    def same_method(self, configured: str, expected: str) -> bool: ...
+
+    def profile_warnings(self, conf: Configured, dep: Deployment) -> list[str]: ...
+
+    # ---- metrics (spectune observe URL, observe --prometheus)
+    def open_window(self, expo: Exposition, model_name: str | None) -> tuple[str | None, Any]: ...
+
+    def analyse_window(self, capture: Capture, model: str | None, opened: Any = None,
+                       num_speculative_tokens: int | None = None) -> Observation: ...
+
+
+ENGINES: dict[str, Engine] = {"vllm": vllm, "sglang": sglang}
+
+
+def engine_for(name: str) -> Engine:
+    """The engine module called ``name`` (InputError naming the known ones otherwise)."""
+    if name not in ENGINES:
+        raise InputError(f"unknown serving engine {name!r}; spectune knows {', '.join(ENGINES)}")
+    return ENGINES[name]
+
+
+def engine_of_snippet(kind: str) -> Engine:
+    """The engine that writes snippet ``kind`` (``vllm-yaml`` -> vLLM)."""
+    for engine in ENGINES.values():
+        if kind in engine.SNIPPET_KINDS:
+            return engine
+    kinds = [k for e in ENGINES.values() for k in e.SNIPPET_KINDS]
+    raise InputError(f"unknown snippet kind {kind!r}; expected one of {', '.join(kinds)}")
+
+
+__all__ = ["ENGINES", "Configured", "Engine", "engine_for", "engine_of_snippet"]

@@ -1,0 +1,148 @@
+"""What a serving configuration serves: a ``vllm serve --config`` YAML file, a vLLM or
+SGLang command line (a text file or shell script), or a Kubernetes manifest whose
+container command/args hold one, read into :class:`~spectune.engines.options.Configured`.
+
+This module finds the engine command (:mod:`spectune.engines.shell`, :mod:`spectune.engines.manifests`);
+the engine's module (:mod:`spectune.engines`) reads its options as the engine would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import spectune.engines.vllm as _vllm
+from spectune.documents.inputs import input_file_problem, read_input, yaml_documents
+from spectune.documents.profiles import read_text
+from spectune.engines.manifests import line_of, manifest_containers
+from spectune.engines.options import Configured, split_options
+from spectune.engines.quantization import from_args, from_config_file
+from spectune.engines.registry import ENGINES, engine_for
+from spectune.engines.shell import shell_c_script, shell_commands
+from spectune.errors import InputError
+
+
+@dataclass
+class _Command:
+    engine: str
+    args: list[str]
+    line: int
+
+
+def read_serving_config(path: str) -> Configured:
+    """Parse a serving configuration file; InputError (exit 2) names the file and line."""
+    p = Path(path)
+    text = read_text(path)
+    if p.suffix.lower() in (".yaml", ".yml", ".json"):
+        return _from_yaml(text, path)
+    return _from_shell(text, path, p.parent)
+
+
+def _from_yaml(text: str, file: str) -> Configured:
+    docs = yaml_documents(text, file)
+    if not docs:
+        raise InputError("empty file: expected a `vllm serve --config` YAML file or a Kubernetes "
+                         "manifest", file, 1)
+    if any(isinstance(d, dict) and "apiVersion" in d and "kind" in d for d, _ in docs):
+        return _from_kubernetes(docs, file)
+    if len(docs) > 1 or not isinstance(docs[0][0], dict):
+        raise InputError("expected a `vllm serve --config` YAML mapping (option: value) or a "
+                         "Kubernetes manifest (apiVersion, kind)", file, line_of(docs[0][1]))
+    data, node = docs[0]
+    conf = Configured(_vllm.NAME, "vllm-config-file", file, 1)
+    _vllm.read_config_file(conf, data, node)
+    _storage(conf, from_config_file(data))
+    return conf
+
+
+def _engine_command(words: list[str]) -> tuple[str, list[str]] | None:
+    """(engine, arguments) when ``words`` launch an engine, else None."""
+    for i in range(len(words)):
+        for name, engine in ENGINES.items():
+            args = engine.launch_args(words, i)
+            if args is not None:
+                return name, args
+    return None
+
+
+def _find_commands(text: str, file: str, base_line: int = 0) -> list[_Command]:
+    out = []
+    for words, line in shell_commands(text, file):
+        found = _engine_command(words)
+        if found:
+            out.append(_Command(found[0], found[1], base_line + line))
+            continue
+        script = shell_c_script(words)  # sh -c '...' / bash -lc "..." nest a script
+        if script is not None:
+            out += _find_commands(words[script], file, base_line + line - 1)
+    return out
+
+
+def _from_shell(text: str, file: str, folder: Path) -> Configured:
+    cmds = _find_commands(text, file)
+    if not cmds:
+        raise InputError("no vLLM or SGLang command found (expected `vllm serve ...`, `python -m "
+                         "vllm.entrypoints.openai.api_server ...` or `python -m sglang.launch_server "
+                         "...`)", file)
+    conf = _from_command(cmds[0], "command-line", file, folder)
+    if len(cmds) > 1:
+        conf.warnings.append(f"{len(cmds)} engine commands found; checked the first (line {cmds[0].line})")
+    return conf
+
+
+def _from_command(cmd: _Command, form: str, file: str, folder: Path) -> Configured:
+    conf = Configured(cmd.engine, form, file, cmd.line)
+    engine_for(cmd.engine).read_args(conf, cmd.args, folder)
+    _storage(conf, _referenced_config(cmd, folder))  # a `--config FILE` first, the command line over it
+    _storage(conf, from_args(cmd.args))
+    return conf
+
+
+def _referenced_config(cmd: _Command, folder: Path) -> dict[str, str]:
+    """--quantization / --kv-cache-dtype of the `vllm serve --config FILE` a command names (the
+    engine module has read the file already; one it could not read gives nothing here)."""
+    found: dict[str, str] = {}
+    for opt, val in split_options(cmd.args):
+        f = Path(val or "") if Path(val or "").is_absolute() else folder / (val or "")
+        if cmd.engine == _vllm.NAME and opt == "--config" and val and input_file_problem(str(f)) is None:
+            docs = yaml_documents(read_input(str(f)), str(f))
+            if docs and isinstance(docs[0][0], dict):
+                found.update(from_config_file(docs[0][0]))
+    return found
+
+
+def _storage(conf: Configured, found: dict[str, str]) -> None:
+    """The configured --quantization / --kv-cache-dtype (:mod:`spectune.engines.quantization`)."""
+    conf.quantization = found.get("quantization", conf.quantization)
+    conf.kv_cache_dtype = found.get("kv_cache_dtype", conf.kv_cache_dtype)
+
+
+def _from_kubernetes(docs: list[tuple[Any, yaml.Node]], file: str) -> Configured:
+    found: list[tuple[_Command, str]] = []
+    for c in manifest_containers(docs, file):
+        image = [name for name, e in ENGINES.items() if e.runs_image(c.image)]
+        if not c.command and image:  # the image's entrypoint runs the engine: args are its
+            found.append((_Command(image[0], c.words, c.line), c.name))
+            continue
+        hit = _engine_command(c.words)
+        if hit:
+            found.append((_Command(hit[0], hit[1], c.line), c.name))
+            continue
+        k = shell_c_script(c.words)
+        if k is not None:
+            found += [(cmd, c.name) for cmd in _find_commands(c.words[k], file, c.word_base_line(k))]
+    if not found:
+        raise InputError("no container of this Kubernetes manifest runs vLLM or SGLang (looked for "
+                         "`vllm serve`, `python -m vllm.entrypoints...`, `python -m "
+                         "sglang.launch_server` in command/args, or args for a vllm image)", file)
+    cmd, name = found[0]
+    conf = _from_command(cmd, "kubernetes", file, Path(file).parent)
+    if len(found) > 1:
+        conf.warnings.insert(0, f"{len(found)} engine containers found; checked {name!r} (line {cmd.line})")
+    return conf
+
+
+__all__ = ["Configured", "read_serving_config"]
