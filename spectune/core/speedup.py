@@ -67,27 +67,42 @@ def speedup_grid(dep: Deployment, batch: ArrayLike | None = None,
     B = b[:, None, None].astype(float)
     S = s[None, :, None].astype(float)
     G = g[None, None, :].astype(float)
-    args = (dep.model, dep.gpu, dep.parallelism, dep.engine)
-    # Variable-length drafts (n-gram) verify and yield their observed share of a full draft:
-    # a share of steps carries one (falling with gamma when the undrafted share is known,
-    # spectune.core.draft_share), holding d(gamma) of its gamma tokens (a tree: num_draft_tokens).
     m_drafted = tree_expected_tokens(dep.acceptance, dep.drafter, g)
-    share = steps_with_draft(dep, m_drafted)  # (ng,)
-    fill = draft_length(dep.draft_continuation, G) / np.maximum(G, 1.0)
-    T = 1.0 + share[None, None, :] * fill * (verify_width(dep.drafter, G) - 1.0)
-    verify = step_cost(*args, B, T, S, achieved=achieved, speculative=G > 0).seconds
+    m, verify, prefill = verified(dep, B, S, G, m_drafted[None, None, :], achieved=achieved)
     verify = np.broadcast_to(verify, (len(b), len(s), len(g)))
-    m = 1.0 + share * (m_drafted - 1.0)
-    prefill = None
-    if dep.workload.aggregated:  # the mean step: decode plus the prefill arriving per step
-        from spectune.core.cost.prefill import aggregated_prefill
-
-        prefill = np.broadcast_to(aggregated_prefill(dep, B, T, S, G, m, achieved=achieved), verify.shape)
-        verify = verify + prefill
+    m = m.reshape(-1)
+    if prefill is not None:
+        prefill = np.broadcast_to(prefill, verify.shape)
     c0 = verify[..., 0]
     draft = draft_cost(dep.drafter, dep.gpu, dep.parallelism, dep.engine, B, G, S,
                        c0[..., None], achieved=achieved)
     return SpeedupGrid(b, s, g, m, c0, verify, np.broadcast_to(draft, verify.shape), prefill)
+
+
+def verified(dep: Deployment, B: ArrayLike, S: ArrayLike, G: ArrayLike, m_drafted: ArrayLike, *,
+             achieved: bool = True) -> tuple[Array, Array, Array | None]:
+    """(m, C_verify, F): tokens a verify commits per sequence, the mean verify step (seconds
+    per GPU, with the prefill it carries on an aggregated worker) and that prefill share F
+    (None: decode only), at batch B, context S and draft length G whose drafted steps commit
+    ``m_drafted`` tokens; all broadcast together.
+
+    Variable-length drafts (n-gram) verify and yield their observed share of a full draft:
+    a share of steps carries one (falling with gamma when the undrafted share is known,
+    spectune.core.draft_share), holding d(gamma) of its gamma tokens (a tree: num_draft_tokens)."""
+    G = np.asarray(G, dtype=float)
+    md = np.asarray(m_drafted, dtype=float)
+    share = steps_with_draft(dep, md)
+    fill = draft_length(dep.draft_continuation, G) / np.maximum(G, 1.0)
+    T = 1.0 + share * fill * (verify_width(dep.drafter, G) - 1.0)
+    verify = step_cost(dep.model, dep.gpu, dep.parallelism, dep.engine, B, T, S, achieved=achieved,
+                       speculative=G > 0).seconds
+    m = 1.0 + share * (md - 1.0)
+    if not dep.workload.aggregated:
+        return m, verify, None
+    from spectune.core.cost.prefill import aggregated_prefill  # the mean step: decode plus its prefill
+
+    prefill = aggregated_prefill(dep, B, T, S, G, m, achieved=achieved)
+    return m, verify + prefill, prefill
 
 
 def steps_with_draft(dep: Deployment, m_drafted: ArrayLike) -> Array:

@@ -32,8 +32,9 @@ import numpy as np
 from spectune.core.acceptance import Acceptance
 from spectune.core.deployment import Deployment
 from spectune.core.recommend import recommend
-from spectune.core.speedup import speedup_grid, verify_yield
+from spectune.core.speedup import speedup_grid, steps_with_draft, verified
 from spectune.core.tree import branching
+from spectune.core.tree import expected_tokens as tree_expected_tokens
 from spectune.limits import MAX_GAMMA
 
 IDLE_BELOW = 0.5  # running requests per instance: below this the deployment is idle
@@ -110,12 +111,12 @@ def thresholds(dep: Deployment, *, tolerance: float, context: int | None = None)
     grid = speedup_grid(one, gamma_max=max(MAX_GAMMA, dep.gamma_max))
     sp = grid.speedup[:, 0, :]  # (nb, ng)
     rows = np.arange(len(batches))
-    per_cost = grid.c0[:, 0] / (grid.verify[rows, 0, gstar] + grid.draft[rows, 0, gstar])
+    costs = _Costs(one, np.asarray(batches, dtype=float), float(s), gstar, grid.c0[:, 0],
+                   grid.verify[rows, 0, gstar], grid.draft[rows, 0, gstar])
     pays = (gstar > 0) & feasible
-    breakeven = _solve_alpha(one, gstar, per_cost, np.ones(len(batches)), pays)
+    breakeven = _solve_alpha(costs, np.ones(len(batches)), pays)
     # no warning where the gain at the profile's own acceptance is already within tolerance
-    warning = _solve_alpha(one, gstar, per_cost, 1.0 + tolerance * sstar,
-                           pays & (sstar - 1.0 > tolerance * sstar))
+    warning = _solve_alpha(costs, 1.0 + tolerance * sstar, pays & (sstar - 1.0 > tolerance * sstar))
     out = []
     for i, (b, (low, high)) in enumerate(zip(batches, bands_of(batches), strict=True)):
         g = int(gstar[i])
@@ -127,36 +128,48 @@ def thresholds(dep: Deployment, *, tolerance: float, context: int | None = None)
     return Thresholds(dep, s, tolerance, tuple(out))
 
 
-def _solve_alpha(dep: Deployment, gamma: np.ndarray, per_cost: np.ndarray, target: np.ndarray,
-                 where: np.ndarray) -> list[float | None]:
-    """Per batch size, the i.i.d. alpha at which Sp(gamma) = m(gamma, alpha) * per_cost
-    reaches ``target`` (bisection over all of them at once); None where ``where`` is False,
-    where even alpha = 0 reaches it, or alpha = 1 does not. On an aggregated workload the
-    costs depend on alpha too (the prefill a step carries grows with m): Sp is priced whole."""
-    def speedup(alpha: np.ndarray) -> np.ndarray:
-        if dep.workload.aggregated:  # the prefill a step carries grows with m: price it at alpha
-            return np.array([_point(dep, i, int(g), float(a)) for i, (a, g) in enumerate(zip(alpha, gamma,
-                                                                                             strict=True))])
-        m = [float(verify_yield(dep, int(g), Acceptance.iid(float(a))))
-             for a, g in zip(alpha, gamma, strict=True)]
-        return np.asarray(m) * per_cost
+@dataclass(frozen=True)
+class _Costs:
+    """Per profile batch size (arrays of n): the batch, gamma*, and the costs of a step at the
+    profile's acceptance (seconds per GPU): plain decode C0, the verify and the draft of gamma*."""
 
-    n = len(gamma)
+    dep: Deployment
+    batch: np.ndarray
+    context: float
+    gamma: np.ndarray
+    c0: np.ndarray
+    verify: np.ndarray
+    draft: np.ndarray
+
+    def speedup(self, alpha: np.ndarray) -> np.ndarray:
+        """Sp(gamma*) at i.i.d. ``alpha`` per batch size. C0 and C_draft do not depend on
+        acceptance; on a decode-only step C_verify does not either, so Sp = m C0 / (C_verify +
+        C_draft). On an aggregated step the prefill it carries grows with m, and with observed
+        n-gram shares the verify width too: C_verify is priced again at alpha, all batch sizes
+        at once (:func:`spectune.core.speedup.verified`)."""
+        dep = self.dep
+        m_drafted = np.array([float(tree_expected_tokens(Acceptance.iid(float(a)), dep.drafter, int(g)))
+                              for a, g in zip(alpha, self.gamma, strict=True)])
+        if dep.workload.aggregated:
+            m, verify, _ = verified(dep, self.batch, self.context, self.gamma.astype(float), m_drafted)
+        else:
+            m = 1.0 + steps_with_draft(dep, m_drafted) * (m_drafted - 1.0)
+            verify = self.verify
+        return m * self.c0 / (verify + self.draft)
+
+
+def _solve_alpha(costs: _Costs, target: np.ndarray, where: np.ndarray) -> list[float | None]:
+    """Per batch size, the i.i.d. alpha at which Sp(gamma*) reaches ``target`` (bisection
+    over all of them at once: Sp rises with alpha); None where ``where`` is False, where even
+    alpha = 0 reaches it, or alpha = 1 does not."""
+    n = len(target)
     lo, hi = np.zeros(n), np.ones(n)
-    solvable = where & (speedup(lo) < target) & (speedup(hi) >= target)
+    solvable = where & (costs.speedup(lo) < target) & (costs.speedup(hi) >= target)
     for _ in range(_BISECTIONS):
         mid = (lo + hi) / 2
-        below = speedup(mid) < target
+        below = costs.speedup(mid) < target
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
     return [float(h) if ok else None for h, ok in zip(hi, solvable, strict=True)]
-
-
-def _point(dep: Deployment, i: int, gamma: int, alpha: float) -> float:
-    """Sp(gamma) at the i-th batch size of ``dep``'s workload at i.i.d. ``alpha``, on the
-    aggregated step (spectune.core.cost.prefill), whose prefill share depends on m(gamma)."""
-    w = replace(dep.workload, batch_sizes=(dep.workload.batch_sizes[i],))
-    one = replace(dep, workload=w, acceptance=Acceptance.iid(alpha))
-    return float(speedup_grid(one, gamma_max=max(gamma, 1)).speedup[0, 0, gamma])
 
 
 def _rate(dep: Deployment, gamma: int, alpha: float | None) -> float | None:
