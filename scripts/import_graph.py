@@ -3,6 +3,7 @@
 
     python scripts/import_graph.py          # layers: each module above everything it imports
     python scripts/import_graph.py --dot    # Graphviz: ... | dot -Tsvg > imports.svg
+    python scripts/import_graph.py --floors # the floors (docs/architecture.md) and the edges between them
 
 Layer 0 imports no spectune module; a module's layer is one more than the highest layer it
 imports. Modules on a cycle have no layer and are listed with the cycle.
@@ -15,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from test_architecture import find_cycle, graph
+from test_architecture import FLOORS, find_cycle, floor, graph
 
 
 def layers(g: dict[str, dict[str, object]]) -> dict[str, int]:
@@ -38,6 +39,18 @@ def main() -> None:
             for d in sorted(deps):
                 print(f'  "{m}" -> "{d}";')
         print("}")
+        return
+    if "--floors" in sys.argv:
+        for f in reversed(FLOORS):
+            mods = sorted(m for m in g if floor(m) == f)
+            below: dict[str, int] = {}
+            for m in mods:
+                for d in g[m]:
+                    if floor(d) != f:
+                        below[floor(d)] = below.get(floor(d), 0) + 1
+            order = sorted(below.items(), key=lambda kv: FLOORS.index(kv[0]))
+            reach = ", ".join(f"{k} {v}" for k, v in order)
+            print(f"{f:<10} {len(mods):>3} modules; imports into: {reach or 'nothing'}")
         return
     level = layers(g)
     for n in range(max(level.values(), default=-1), -1, -1):
