@@ -34,12 +34,12 @@ from spectune.documents.docspec import Kind, Reader, Spec, key_lines
 from spectune.documents.hf_config import eagle_head, model_from_hf_config
 from spectune.documents.inputs import input_file_problem, is_file, json_document, read_input, yaml_document
 from spectune.documents.profile_acceptance import acceptance_from_mapping
+from spectune.documents.profile_list import KINDS as KINDS  # re-exported: the command line reads it here
 from spectune.documents.profile_spec import BUILTIN, COLLECTIVE_KEYS, KERNEL_KEYS, PROFILE
 from spectune.documents.user_model import config_file, is_path, model_label, on_base
 from spectune.errors import InputError
 from spectune.limits import DEFAULT_GAMMA_MAX, DEFAULT_TIE_TOLERANCE
 
-KINDS = ("gpus", "models", "drafters", "engines")
 KeyPath = tuple[str, ...]
 
 
