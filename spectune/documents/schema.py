@@ -24,6 +24,7 @@ from spectune.documents.calibration import CALIBRATION
 from spectune.documents.check_report import CHECK_REPORT, CHECK_SET
 from spectune.documents.docspec import Kind
 from spectune.documents.fleet_documents import FLEET, FLEET_REPORT
+from spectune.documents.fleet_file import FLEET_FILE
 from spectune.documents.observation import OBSERVATION
 from spectune.documents.profile_list import PROFILE_LIST
 from spectune.documents.profile_spec import PROFILE
@@ -39,7 +40,8 @@ from spectune.errors import InputError
 Schema = dict[str, Any]
 
 KINDS: tuple[Kind, ...] = (RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT,
-                           OBSERVATION, WIDTH_DEPTH, FLEET, FLEET_REPORT, CHECK_SET, CALIBRATION, PROFILE)
+                           OBSERVATION, WIDTH_DEPTH, FLEET, FLEET_REPORT, CHECK_SET, CALIBRATION, PROFILE,
+                           FLEET_FILE)
 SCHEMAS: dict[str, Schema] = {k.name: k.schema() for k in KINDS}
 
 

@@ -284,20 +284,28 @@ class Tuple(Spec):
 
 @record
 class Map(Spec):
-    """A mapping of free text keys to ``value`` (e.g. Prometheus labels)."""
+    """A mapping of free text keys to ``value`` (e.g. Prometheus labels), at least
+    ``min_keys`` of them; ``example`` shows one in messages."""
 
     value: Spec
     description: str = ""
+    min_keys: int = 0
+    example: str = ""
 
     def schema(self) -> Schema:
         out: Schema = {"type": "object", "additionalProperties": self.value.schema()}
+        if self.min_keys:
+            out["minProperties"] = self.min_keys
         if self.description:
             out["description"] = self.description
         return out
 
     def load(self, v: Any, path: str, r: Reader) -> dict[str, Any]:
+        like = f" (e.g. {self.example})" if self.example else ""
         if not isinstance(v, dict):
-            raise r.fail(path, f"expected a mapping, got {describe(v)}")
+            raise r.fail(path, f"expected a mapping{like}, got {describe(v)}")
+        if len(v) < self.min_keys:
+            raise r.fail(path, f"expected at least {self.min_keys} key(s){like}, got {len(v)}")
         return {str(k): self.value.load(x, key_path(path, str(k)), r) for k, x in v.items()}
 
     def dump(self, v: Any) -> dict[str, Any]:
