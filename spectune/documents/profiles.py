@@ -290,12 +290,12 @@ def model_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], default_na
 
 
 def _warned(model: Model) -> Model:
-    """Print the model's import warnings (fields priced approximately or not at all) on
-    stderr, naming the field; never silent."""
-    import sys
+    """The model's import warnings (fields priced approximately or not at all) on stderr
+    through the one sink (:func:`spectune.notes.warning`), naming the field; never silent."""
+    from spectune.notes import warning
 
     for note in model.notes:
-        print(f"spectune: warning: {model.source or model.name}: {note}", file=sys.stderr)
+        warning(f"{model.source or model.name}: {note}")
     return model
 
 
