@@ -68,12 +68,46 @@ from spectune.documents.spec_values import (
     sig,
 )
 
-__all__ = ["DIALECT", "MAX_NUMBER", "AnyObject", "Choice", "Const", "Either", "Field", "Flag", "Kind", "List",
-           "Map", "Named", "Nullable", "Number", "Obj", "OneOf", "Reader", "Rule", "Schema", "Spec", "Text",
-           "Tuple", "all_of_keys", "describe", "key_lines", "named_defs", "needs", "not_together", "num",
-           "one_of_keys", "only_if", "parse_document", "sig"]
+__all__ = [
+    "DIALECT",
+    "MAX_NUMBER",
+    "SCHEMA_PAGE",
+    "AnyObject",
+    "Choice",
+    "Const",
+    "Either",
+    "Field",
+    "Flag",
+    "Kind",
+    "List",
+    "Map",
+    "Named",
+    "Nullable",
+    "Number",
+    "Obj",
+    "OneOf",
+    "Reader",
+    "Rule",
+    "Schema",
+    "Spec",
+    "Text",
+    "Tuple",
+    "all_of_keys",
+    "describe",
+    "key_lines",
+    "named_defs",
+    "needs",
+    "not_together",
+    "num",
+    "one_of_keys",
+    "only_if",
+    "parse_document",
+    "sig",
+]
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
+#: The page that documents every kind, a section each (``docs/schema.md#<kind>``).
+SCHEMA_PAGE = "docs/schema.md"
 
 
 def _parts(spec: Any) -> list[Spec]:
@@ -113,6 +147,11 @@ class Kind:
     version: int | None = None
     make: str = ""
     written_by_user: bool = False
+
+    @property
+    def page(self) -> str:
+        """Where :data:`SCHEMA_PAGE` documents this kind (a document's ``metadata.schema``)."""
+        return f"{SCHEMA_PAGE}#{self.name.lower()}"
 
     @property
     def obj(self) -> Obj:
