@@ -28,7 +28,7 @@ from spectune.documents.docspec import Either, Field, Kind, List, Map, Nullable,
 from spectune.documents.durations import Duration
 from spectune.limits import MAX_WINDOW_SECONDS, MIN_WINDOW_SECONDS
 
-FLEET_FILE = Kind("FleetFile", "spectune fleet FLEET.yaml, spectune rules FLEET.yaml",
+FLEET_FILE = Kind("FleetFile", "spectune fleet|rules FLEET.yaml",
                   "where Prometheus is, how its series are grouped, and each deployment's profile", Obj((
     Field("prometheus", Nullable(Text("the Prometheus base URL (--prometheus overrides)")), required=False),
     Field("window", Nullable(Duration(MIN_WINDOW_SECONDS, MAX_WINDOW_SECONDS,
