@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,6 @@ from spectune.core.deployment import (
 from spectune.core.hardware import GPU, Collectives, Kernels
 from spectune.core.model import UNIFORM, Drafter, Model, MoE, Routing
 from spectune.core.priors import ngram_prior
-from spectune.documents.docspec import Kind, Reader, Spec, key_lines
 from spectune.documents.hf_config import HF_QUANT_CONFIG, eagle_head, model_from_hf_config
 from spectune.documents.inputs import (
     STDIN,
@@ -39,16 +38,15 @@ from spectune.documents.inputs import (
     is_file,
     json_document,
     read_input,
-    yaml_document,
 )
 from spectune.documents.profile_acceptance import acceptance_from_mapping
 from spectune.documents.profile_list import KINDS as KINDS  # re-exported: the command line reads it here
 from spectune.documents.profile_spec import BUILTIN, COLLECTIVE_KEYS, KERNEL_KEYS, PROFILE
 from spectune.documents.user_model import config_file, is_path, model_label, on_base
+from spectune.documents.yaml_doc import Doc, KeyPath, parse_yaml, read_doc
+from spectune.documents.yaml_doc import read_text as read_text  # re-exported: read here by other modules
 from spectune.errors import InputError
 from spectune.limits import DEFAULT_GAMMA_MAX, DEFAULT_TIE_TOLERANCE
-
-KeyPath = tuple[str, ...]
 
 
 def profiles_dir() -> Path:
@@ -56,62 +54,6 @@ def profiles_dir() -> Path:
     from spectune.documents.shipped import shipped_folder
 
     return shipped_folder("profiles", "built-in profiles are")
-
-
-# --------------------------------------------------------------------------- YAML + lines
-def dotted(path: KeyPath) -> str:
-    """A key path as messages write it: ``a.b[0].c``."""
-    out = ""
-    for p in path:
-        out += f"[{p}]" if p.isdigit() else (f".{p}" if out else p)
-    return out
-
-
-@dataclass
-class Doc:
-    """Parsed YAML plus the line of every key path (``a.b[0].c``), for error messages."""
-
-    data: Any
-    file: str
-    lines: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def reader(self) -> Reader:
-        return Reader(self.file, self.lines)
-
-    def error(self, path: KeyPath, message: str) -> InputError:
-        err = self.reader.fail(dotted(path), message)
-        assert isinstance(err, InputError)
-        return err
-
-    @property
-    def folder(self) -> Path | None:
-        """Where relative paths in the document point from: the file's folder; None for a
-        document read from no file (stdin, the command line: a name in angle brackets)."""
-        return None if self.file.startswith("<") else Path(self.file).parent
-
-    def valid(self, spec: Spec | Kind) -> Any:
-        """The document validated against ``spec`` (:mod:`spectune.documents.profile_spec`)."""
-        if isinstance(spec, Kind):
-            return spec.load(self.data, self.reader)
-        return spec.load(self.data, "", self.reader)
-
-
-def parse_yaml(text: str, file: str) -> Doc:
-    """Parse YAML text (bounded and checked by :mod:`spectune.documents.inputs`), keeping the line of
-    each key. Every problem becomes InputError."""
-    data, node = yaml_document(text, file)
-    return Doc(data, file, key_lines(node))
-
-
-def read_text(path: str | Path) -> str:
-    """The UTF-8 text of ``path`` (``-``: stdin), bounded; InputError (exit 2) naming ``path``
-    as given when it is missing, unreadable, not a regular file, too large or not UTF-8."""
-    return read_input(str(path))
-
-
-def read_doc(path: Path) -> Doc:
-    return parse_yaml(read_text(path), str(path))
 
 
 # --------------------------------------------------------------------------- built-ins
