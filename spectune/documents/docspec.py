@@ -27,7 +27,8 @@ when needed) and build their records without dataclass's code generation
 Where each part lives: the value specs in :mod:`spectune.documents.spec_values`, closed
 mappings and their rules in :mod:`spectune.documents.spec_objects`, reading with
 ``file:line: key`` errors in :mod:`spectune.documents.spec_reading`; :class:`Kind` and the
-JSON Schema of a kind here. A document definition imports the whole vocabulary from here.
+JSON Schema of a kind here. A document definition imports the whole vocabulary from here (a
+duration a user types: :class:`spectune.documents.durations.Duration`).
 """
 
 from __future__ import annotations
