@@ -24,7 +24,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spectune.documents.docspec import Choice, Field, Kind, List, Obj, Text
 from spectune.documents.envelope import Document
 
 if TYPE_CHECKING:
@@ -244,22 +243,17 @@ def list_profiles(kind: str | None = None) -> Document:
     ``kind`` one of those five to list only it."""
     import yaml
 
-    from spectune.documents.profiles import KINDS, examples_dir, profiles_dir
+    from spectune.documents.profile_list import LISTED, PROFILE_LIST
+    from spectune.documents.profiles import examples_dir, profiles_dir
 
     rows = []
-    for k in [kind] if kind else [*KINDS, "examples"]:
+    for k in [kind] if kind else LISTED:
         folder = examples_dir() if k == "examples" else profiles_dir() / k
         for f in sorted(folder.glob("*.yaml")):
             head = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
             desc = head.get("name") or head.get("description") or ""
             rows.append({"kind": k, "name": f.stem, "description": str(desc)})
     return PROFILE_LIST.dump({"profiles": rows})
-
-
-PROFILE_LIST = Kind("ProfileList", "spectune profiles list", "built-in profiles and shipped examples", Obj((
-    Field("profiles", List(Obj((Field("kind", Choice(("gpus", "models", "drafters", "engines", "examples"))),
-                                Field("name", Text()), Field("description", Text()))))),
-)))
 
 
 def document(result: Any) -> Document:

@@ -25,11 +25,8 @@ import numpy as np
 from spectune.core.plan import Plan, make_plan, normalise_weights
 from spectune.core.recommend import Recommendation
 from spectune.core.speedup import speedup_grid
-from spectune.documents.docspec import Field, Kind, List, Map, Nullable, Number, Obj, Text
 from spectune.documents.envelope import Document
-from spectune.documents.results import RECOMMENDATION
-
-KIND = "FleetReport"
+from spectune.documents.fleet_documents import FLEET_REPORT
 
 
 @dataclass(frozen=True)
@@ -81,34 +78,6 @@ def fleet_row(labels: Mapping[str, str], rec: Recommendation, mix: Mapping[int, 
         cur = tuple((int(b), int(current(int(b)))) for b in rec.grid.batch)
         sp_cur = mix_speedup(rec, weights, current)
     return FleetRow(dict(labels), rec, plan, weights, sp_rec, cur, sp_cur, config, tuple(notes))
-
-
-_SPEEDUP = Number(digits=4, description="mix-weighted speedup over plain decode")
-_GAMMAS = List(Obj((Field("batch", Number(integer=True, minimum=1)),
-                    Field("gamma", Number(integer=True, minimum=0)))))
-
-FLEET_REPORT = Kind(KIND, "spectune fleet / recommend --prometheus",
-                    "per deployment: current and recommended gamma, predicted gain, gamma table", Obj((
-    Field("source", Obj((Field("prometheus", Text()), Field("selector", Nullable(Text())),
-                         Field("by", List(Text(), 1)),
-                         Field("window_seconds", Number(minimum=0, description="seconds")),
-                         Field("end", Text())))),
-    Field("groups", List(Obj((
-        Field("labels", Map(Text())), Field("profile", Text()), Field("config", Nullable(Text())),
-        Field("acceptance", Obj((Field("conditional", List(Number(minimum=0, maximum=1, digits=4), 1)),
-                                 Field("source", Text())))),
-        Field("batch_mix", List(Obj((Field("batch", Number(integer=True, minimum=1)),
-                                     Field("weight", Number(minimum=0, maximum=1, digits=4)))))),
-        Field("context_lengths", List(Number(integer=True, minimum=1))),
-        Field("current", Nullable(Obj((Field("gamma", _GAMMAS), Field("speedup", _SPEEDUP))))),
-        Field("recommended", Obj((Field("gamma", _GAMMAS),
-                                  Field("static_gamma", Number(integer=True, minimum=0)),
-                                  Field("speedup", _SPEEDUP)))),
-        Field("gain", Nullable(Number(digits=4, description="recommended / current speedup - 1"))),
-        Field("notes", List(Text())),
-        Field("recommendation", RECOMMENDATION.obj))))),
-    Field("notes", List(Text())),
-)))
 
 
 def fleet_report_doc(rows: Sequence[FleetRow], source: Mapping[str, object], notes: Sequence[str],

@@ -291,7 +291,7 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
             fix = {**ref.fix, "max_shortfall": sig(max(gap[0], 0.0), 4)}
     sg = conf.sglang
     doc = CHECK_REPORT.dump({
-        "metadata": {"spectune": __version__, "schema": "docs/schema.md#checkreport"},
+        "metadata": {"spectune": __version__, "schema": CHECK_REPORT.page},
         "verdict": "fail" if failing else "pass",
         "exit_code": exit_code,
         "tolerance": tolerance,

@@ -18,19 +18,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from spectune.documents.check_report import CHECK_REPORT
-from spectune.documents.docspec import Choice, Field, Kind, List, Obj, Text
+from spectune.documents.check_report import CHECK_SET
 from spectune.documents.envelope import Document
 from spectune.errors import EXIT_GATE_FAILED, EXIT_OK, InputError
-
-KIND = "CheckSet"
-CHECK_SET = Kind(KIND, "spectune check DIR --profiles MAP",
-                 "every manifest of a directory checked against its profile", Obj((
-    Field("verdict", Choice(("pass", "fail"))),
-    Field("summary", Text()),
-    Field("checks", List(Obj((Field("manifest", Text()), Field("profile", Text()),
-                              Field("report", CHECK_REPORT.obj))))),
-)))
 
 
 def load_profile_map(path: str, folder: str) -> list[tuple[str, str]]:

@@ -23,10 +23,9 @@ from builders import profile
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
-from spectune.api import PROFILE_LIST
 from spectune.cli.main import cli
 from spectune.documents.calibration import CALIBRATION, Drafting, calibration_doc, calibration_from_dict
-from spectune.documents.check_report import CHECK_REPORT
+from spectune.documents.check_report import CHECK_REPORT, CHECK_SET
 from spectune.documents.docspec import (
     AnyObject,
     Choice,
@@ -44,7 +43,9 @@ from spectune.documents.docspec import (
     Text,
     parse_document,
 )
+from spectune.documents.fleet_documents import FLEET, FLEET_REPORT
 from spectune.documents.observation import OBSERVATION, load_observation
+from spectune.documents.profile_list import PROFILE_LIST
 from spectune.documents.results import (
     RECOMMENDATION,
     SPEEDUP,
@@ -55,9 +56,7 @@ from spectune.documents.results import (
 )
 from spectune.documents.schema import SCHEMAS
 from spectune.errors import InputError, ObserveUsageError
-from spectune.fleet import FLEET_REPORT, fleet_report_doc, fleet_row
-from spectune.gitops import CHECK_SET
-from spectune.observe.prometheus import FLEET
+from spectune.fleet import fleet_report_doc, fleet_row
 from spectune.render.formats import render
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -42,7 +42,10 @@ def test_mix_speedup_weights_the_table_and_gain_compares_two_settings() -> None:
     ("prometheus: x\ndeployments: []\n", "deployments"),
     ("prometheus: x\nwindow: 5x\ndeployments: [{match: {a: b}, profile: p}]\n", ":2: window"),
     ("prometheus: x\ndeployment: []\n", "unknown key 'deployment'"),
-    ("deployments:\n  - match: {deployment: chat}\n    profil: p\n", ":2: deployments[0]"),
+    # the misspelt key itself, on its own line (the hand-written reader named the entry's line)
+    ("deployments:\n  - match: {deployment: chat}\n    profil: p\n", ":3: deployments[0].profil"),
+    ("deployments:\n  - {match: {}, profile: p}\n", ":2: deployments[0].match"),
+    ("kind: Fleet\ndeployments: [{match: {a: b}, profile: p}]\n", ":1: kind: expected 'FleetFile'"),
     ("deployments:\n  - {match: chat, profile: p}\n", "deployments[0].match"),
 ])
 def test_fleet_file_errors_name_file_line_and_key(tmp_path: Path, text: str, words: str) -> None:
@@ -101,3 +104,58 @@ def test_the_example_fleet_file_reads() -> None:
     for e in ff.entries:
         load_deployment(e.profile)
         assert e.config is not None and read_serving_config(e.config).gamma > 0
+
+
+FLEET_EDITS = [  # (what, top-level key, new value or None to delete, accepted)
+    ("unknown key", "deployment", [], False),
+    ("window as text", "window", "1h30m", True),
+    ("window as a bare number of seconds", "window", 90, True),
+    ("window not a duration", "window", "5x", False),
+    ("window below its bound", "window", 0.01, False),
+    ("window a list", "window", [1], False),
+    ("by as one label", "by", "deployment", True),
+    ("by holding a number", "by", [1], False),
+    ("prometheus as a number", "prometheus", 9090, False),
+    ("no selector", "selector", None, True),
+    ("no deployments", "deployments", [], False),
+    ("a whole-number label value", "deployments", [{"match": {"deployment": 7}, "profile": "p"}], True),
+    ("an empty match", "deployments", [{"match": {}, "profile": "p"}], False),
+    ("a match that is text", "deployments", [{"match": "chat", "profile": "p"}], False),
+    ("an entry without a profile", "deployments", [{"match": {"a": "b"}}], False),
+    ("a profile that is a number", "deployments", [{"match": {"a": "b"}, "profile": 5}], False),
+    ("a null config", "deployments", [{"match": {"a": "b"}, "profile": "p", "config": None}], True),
+    ("its own kind named", "kind", "FleetFile", True),
+    ("another kind named", "kind", "Fleet", False),
+    ("the api version", "apiVersion", "spectune/v1", True),
+]
+
+
+@pytest.mark.parametrize(("what", "key", "new", "accepted"), FLEET_EDITS, ids=[e[0] for e in FLEET_EDITS])
+def test_fleet_file_schema_and_loader_agree(tmp_path: Path, what: str, key: str, new: object,
+                                            accepted: bool) -> None:
+    """The published schema (`spectune schema FleetFile`) and the loader accept and refuse the
+    same edits of the shipped example; a refusal names file, line and key."""
+    import yaml
+    from jsonschema import Draft202012Validator
+
+    from spectune.documents.fleet_file import load_fleet_file
+    from spectune.documents.schema import SCHEMAS
+    from spectune.errors import InputError
+
+    gitops = Path(__file__).resolve().parents[1] / "examples" / "gitops"
+    doc = yaml.safe_load((gitops / "fleet.yaml").read_text(encoding="utf-8"))
+    validator = Draft202012Validator(SCHEMAS["FleetFile"])
+    assert validator.is_valid(doc)
+    if new is None:
+        del doc[key]
+    else:
+        doc[key] = new
+    f = tmp_path / "fleet.yaml"
+    f.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    assert validator.is_valid(doc) == accepted, what
+    if accepted:
+        load_fleet_file(str(f))
+        return
+    with pytest.raises(InputError) as err:
+        load_fleet_file(str(f))
+    assert err.value.file == str(f) and err.value.line is not None and (err.value.key or "").startswith(key)

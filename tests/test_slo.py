@@ -16,10 +16,12 @@ from jsonschema import Draft202012Validator
 from spectune.cli.main import cli
 from spectune.core.deployment import Deployment, Workload
 from spectune.core.memory import memory
-from spectune.core.slo import goodput, parse_duration, search_batches
+from spectune.core.slo import goodput, search_batches
 from spectune.core.speedup import speedup_grid
+from spectune.documents.durations import tpot_seconds
 from spectune.documents.profiles import examples_dir, load_deployment
 from spectune.documents.schema import SCHEMAS
+from spectune.errors import InputError
 
 
 @pytest.fixture(scope="module")
@@ -29,13 +31,15 @@ def dep() -> Deployment:
 
 
 def test_parse_duration() -> None:
-    assert parse_duration("25ms") == pytest.approx(0.025)
-    assert parse_duration("0.025s") == pytest.approx(0.025)
-    assert parse_duration("25000us") == pytest.approx(0.025)
-    assert parse_duration("25") == pytest.approx(0.025)
+    # --tpot-slo: the one duration parser, a bare number being milliseconds at this call site
+    assert tpot_seconds("25ms") == pytest.approx(0.025)
+    assert tpot_seconds("0.025s") == pytest.approx(0.025)
+    assert tpot_seconds("25000us") == pytest.approx(0.025)
+    assert tpot_seconds("25") == pytest.approx(0.025)
+    assert tpot_seconds("25MS") == pytest.approx(0.025)  # units were case-insensitive here, and stay so
     for bad in ("fast", "-3ms", "0", "nan"):
-        with pytest.raises(ValueError):
-            parse_duration(bad)
+        with pytest.raises(InputError, match="a bare number is milliseconds"):
+            tpot_seconds(bad)
 
 
 def test_goodput_is_the_best_point_that_meets_the_slo(dep: Deployment) -> None:
@@ -84,6 +88,9 @@ def test_recommend_tpot_slo_and_profile_block(tmp_path: Path) -> None:
     f.write_text(yaml.safe_dump({**base, "slo": {"tpot_ms": 25}}))
     from_profile = json.loads(runner.invoke(cli, ["recommend", str(f), "-o", "json"]).stdout)
     assert from_profile["slo"] == doc["slo"]
+    # a bare --tpot-slo is milliseconds, as the profile's tpot_ms: 25 means 25 ms, not 25 s
+    bare = json.loads(runner.invoke(cli, ["recommend", str(f), "--tpot-slo", "25", "-o", "json"]).stdout)
+    assert bare["slo"] == doc["slo"]
     assert "goodput at TPOT" in runner.invoke(cli, ["recommend", str(f)]).stdout
     bad = runner.invoke(cli, ["recommend", str(f), "--tpot-slo", "soon"])
     assert bad.exit_code == 2 and "--tpot-slo" in bad.output

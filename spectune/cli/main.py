@@ -27,7 +27,6 @@ from spectune.limits import (
     MAX_CONTEXT,
     MAX_GAMMA,
     MAX_GPUS,
-    MAX_TPOT_SECONDS,
     MAX_WINDOW_SECONDS,
     MIN_INTERVAL_SECONDS,
 )
@@ -294,8 +293,9 @@ def _deployment(profile: str, batches: tuple[int, ...], contexts: tuple[int, ...
               help="With --ragged: recorded draft rounds (JSON Lines of {confidences, committed}) "
                    "instead of the two-population fit to the acceptance.")
 @click.option("--tpot-slo", "tpot_slo",
-              help="Time-per-output-token target (e.g. 25ms): the best (batch, gamma) per context "
-                   "that meets it, and the best without speculation (or the profile's slo.tpot_ms).")
+              help="Time-per-output-token target (e.g. 25ms; a bare number is milliseconds): the best "
+                   "(batch, gamma) per context that meets it, and the best without speculation (or the "
+                   "profile's slo.tpot_ms).")
 @prometheus_options
 @click.option("--match", multiple=True, metavar="LABEL=VALUE",
               help="With --prometheus, or --observed FILE of `observe --prometheus`: only the groups "
@@ -417,13 +417,9 @@ def _seed003_extras(dep: Any, ragged: bool, rounds_file: str | None,
         notes([HEADROOM_NOTE])
     slo = dep.tpot_slo
     if tpot_slo is not None:
-        from spectune.core.slo import parse_duration
+        from spectune.cli.observe import tpot_seconds
 
-        try:
-            slo = parse_duration(tpot_slo)
-        except ValueError:
-            raise InputError("--tpot-slo expects a duration such as 25ms or 0.025s, at most "
-                             f"{MAX_TPOT_SECONDS:g} s, got {tpot_slo[:40]!r}") from None
+        slo = tpot_seconds(tpot_slo)
     if slo is not None:
         from spectune.core.slo import goodput as run_goodput
 

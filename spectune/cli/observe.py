@@ -31,6 +31,14 @@ def window_seconds(text: str) -> float:
     return seconds(text)
 
 
+def tpot_seconds(text: str) -> float:
+    """Seconds of a TPOT target (``--tpot-slo``; a bare number is milliseconds):
+    :func:`spectune.documents.durations.tpot_seconds`."""
+    from spectune.documents.durations import tpot_seconds as seconds
+
+    return seconds(text)
+
+
 class Duration(click.ParamType):
     """Seconds from ``90``, ``20s``, ``5m``, ``1h`` (Prometheus' duration units)."""
 

@@ -26,7 +26,7 @@ from spectune.errors import InputError
 
 
 class Doc(Protocol):
-    """A loaded profile (:class:`spectune.documents.profiles.Doc`), named here, not imported: the pure
+    """A loaded profile (:class:`spectune.documents.yaml_doc.Doc`), named here, not imported: the pure
     core reaches no YAML reader (tests/test_architecture.py)."""
 
     def error(self, path: tuple[str, ...], message: str) -> InputError: ...

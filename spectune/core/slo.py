@@ -9,6 +9,8 @@ C_draft(B, gamma, S) seconds and commits m(gamma) tokens per sequence, so
 Among the (B, gamma) with TPOT <= SLO, the one of highest throughput per GPU is the
 goodput point; the best with gamma = 0 (batching alone) beside it makes the value of
 speculation at the SLO one ratio. Batches are searched densely over 1..max(batch_sizes).
+The target is in seconds; ``--tpot-slo`` text is read by
+:func:`spectune.documents.durations.tpot_seconds` (a bare number: milliseconds).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from spectune.core.cost.roofline import Array
 from spectune.core.deployment import Deployment
 from spectune.core.memory import memory, shared_prefix
 from spectune.core.speedup import speedup_grid
-from spectune.limits import MAX_TPOT_SECONDS
 
 #: Batch sizes searched between 1 and the profile's largest (log-spaced, plus the profile's).
 SEARCH_POINTS = 64
@@ -96,16 +97,3 @@ def goodput(dep: Deployment, tpot_slo: float) -> Goodput:
         plain = _pick(thr[:, j, :1], tpot[:, j, :1], ok[:, j, :1], grid.batch, grid.gamma[:1])
         points.append(SloPoint(int(s), best, plain))
     return Goodput(tpot_slo, grid.batch, tuple(points))
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from '25ms', '0.025s', '25000us' or a bare number of milliseconds; ValueError
-    unless a duration > 0 and at most MAX_TPOT_SECONDS (the bound of a profile's
-    ``slo.tpot_ms``)."""
-    t = text.strip().lower()
-    units = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "s": 1.0}
-    suffix = next((u for u in units if t.endswith(u)), "")
-    seconds = float(t[: len(t) - len(suffix)]) * units.get(suffix, 1e-3)
-    if not 0 < seconds <= MAX_TPOT_SECONDS:  # NaN fails too
-        raise ValueError(text)
-    return seconds

@@ -1,9 +1,11 @@
 """The ``CheckReport`` document: a serving configuration's speculation against the
-recommended settings (``spectune check``), defined once (:mod:`spectune.documents.docspec`).
+recommended settings (``spectune check``), and the ``CheckSet`` of every manifest of a
+directory (``spectune check DIR --profiles MAP``), each defined once
+(:mod:`spectune.documents.docspec`).
 
-``spectune/check.py`` writes it through :data:`CHECK_REPORT` (key order, rounding); the
-published schema (``spectune schema CheckReport``) and the CheckSet that embeds it come from
-here. Fields: docs/schema.md#checkreport.
+:mod:`spectune.gate` writes a CheckReport through :data:`CHECK_REPORT` (key order, rounding),
+:mod:`spectune.gitops` a CheckSet through :data:`CHECK_SET`; the published schemas
+(``spectune schema CheckReport``) come from here. Fields: docs/schema.md#checkreport.
 """
 
 from __future__ import annotations
@@ -62,4 +64,12 @@ CHECK_REPORT = Kind("CheckReport", "spectune check",
         Field("snippet", Text()), Field("adaptive_config", Text(), required=False),
         Field("max_shortfall", Number()))))),
     Field("notes", List(Text())),
+)))
+
+CHECK_SET = Kind("CheckSet", "spectune check DIR --profiles MAP",
+                 "every manifest of a directory checked against its profile", Obj((
+    Field("verdict", Choice(("pass", "fail"))),
+    Field("summary", Text()),
+    Field("checks", List(Obj((Field("manifest", Text()), Field("profile", Text()),
+                              Field("report", CHECK_REPORT.obj))))),
 )))

@@ -1,6 +1,10 @@
 """The fleet file (``spectune fleet FLEET.yaml``, ``spectune rules FLEET.yaml``): where
-Prometheus is, how its series are grouped, and each deployment's profile. Read and
-validated here, without the command line, so the library (:func:`spectune.rules`) reads it too.
+Prometheus is, how its series are grouped, and each deployment's profile. Defined once as
+a document kind (:data:`FLEET_FILE`, ``spectune schema FleetFile``): unknown keys, types and
+missing keys are refused with ``file:line: key.path: what was expected`` (exit 2), as in
+every other document; read here, without the command line, so the library
+(:func:`spectune.rules`) reads it too. Like a profile, it is written by a user: it may
+start with ``apiVersion: spectune/v1`` and ``kind: FleetFile``, and need not.
 
 A fleet file::
 
@@ -20,7 +24,30 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from spectune.errors import InputError
+from spectune.documents.docspec import Either, Field, Kind, List, Map, Nullable, Number, Obj, Reader, Text
+from spectune.documents.durations import Duration
+from spectune.limits import MAX_WINDOW_SECONDS, MIN_WINDOW_SECONDS
+
+FLEET_FILE = Kind("FleetFile", "spectune fleet|rules FLEET.yaml",
+                  "where Prometheus is, how its series are grouped, and each deployment's profile", Obj((
+    Field("prometheus", Nullable(Text("the Prometheus base URL (--prometheus overrides)")), required=False),
+    Field("window", Nullable(Duration(MIN_WINDOW_SECONDS, MAX_WINDOW_SECONDS,
+                                      "the window observed, seconds: a number, or text such as 90, 20s, "
+                                      "5m, 1h (--window overrides)")), required=False),
+    Field("selector", Nullable(Text("label matchers every series must satisfy, e.g. "
+                                    "'{namespace=\"prod\"}'")), required=False),
+    Field("by", Nullable(Either((Text(), List(Text())), "a label name or a list of label names",
+                                "grouping labels besides model_name")), required=False),
+    Field("deployments", List(Obj((
+        Field("match", Map(Either((Text(), Number(integer=True)), "a label value (text)"), min_keys=1,
+                           example="{deployment: chat}",
+                           description="the Prometheus labels of the group(s) this entry covers")),
+        Field("profile", Text("the deployment profile: a file relative to the fleet file, or a shipped "
+                              "example's name")),
+        Field("config", Nullable(Text("the serving config (relative to the fleet file), for the current "
+                                      "gamma")), required=False),
+    )), min_items=1)),
+)), written_by_user=True)
 
 
 @dataclass(frozen=True)
@@ -35,6 +62,8 @@ class FleetEntry:
 
 @dataclass(frozen=True)
 class FleetFile:
+    """A fleet file as read: ``window`` in seconds, paths resolved against the file's folder."""
+
     prometheus: str | None
     window: float | None
     selector: str | None
@@ -43,58 +72,22 @@ class FleetFile:
 
 
 def load_fleet_file(path: str) -> FleetFile:
-    """Read and validate FLEET.yaml; InputError names file, line and key."""
-    from spectune.documents.durations import window_seconds
-    from spectune.documents.profiles import parse_yaml, read_text
-    from spectune.errors import ObserveUsageError
+    """Read and validate FLEET.yaml against :data:`FLEET_FILE`; InputError names file, line
+    and key."""
+    from spectune.documents.inputs import read_input
+    from spectune.documents.spec_reading import parse_document
 
-    doc = parse_yaml(read_text(path), path)
-    d = doc.data
-    if not isinstance(d, dict):
-        raise InputError("expected a mapping with prometheus, window, selector, by, deployments", path)
-    known = ("prometheus", "window", "selector", "by", "deployments")
-    for k in d:
-        if k not in known:
-            raise doc.error((str(k),), f"unknown key {k!r}; known keys: {', '.join(known)}")
+    doc, lines = parse_document(read_input(path), path)
+    d = FLEET_FILE.load(doc, Reader(path, lines))
     base = Path(path).parent
-
-    def text(key: str) -> str | None:
-        v = d.get(key)
-        if v is not None and not isinstance(v, (str, int, float)):
-            raise doc.error((key,), "expected text")
-        return None if v is None else str(v)
-
-    window = None
-    if d.get("window") is not None:
-        try:
-            window = window_seconds(str(d["window"]))
-        except ObserveUsageError as err:
-            raise doc.error(("window",), err.message) from None
-
     by = d.get("by") or []
-    if isinstance(by, str):
-        by = [by]
-    if not isinstance(by, list) or not all(isinstance(b, str) for b in by):
-        raise doc.error(("by",), "expected a list of label names")
-    deps = d.get("deployments")
-    if not isinstance(deps, list) or not deps:
-        raise doc.error(("deployments",), "expected a list of {match, profile, config} entries")
     entries = []
-    for i, e in enumerate(deps):
-        at = ("deployments", str(i))
-        if not isinstance(e, dict) or "profile" not in e or "match" not in e:
-            raise doc.error(at, "expected a mapping with match, profile and (optionally) config")
-        for k in e:
-            if k not in ("match", "profile", "config"):
-                raise doc.error((*at, str(k)), f"unknown key {k!r}; known keys: match, profile, config")
-        m = e["match"]
-        if not isinstance(m, dict) or not m or not all(isinstance(v, (str, int)) for v in m.values()):
-            raise doc.error((*at, "match"), "expected a mapping LABEL: VALUE, e.g. {deployment: chat}")
-        prof = str(e["profile"])
+    for i, e in enumerate(d["deployments"]):
+        prof = e["profile"]
         if os.path.exists(base / prof):  # never raises, whatever the name
             prof = str(base / prof)
         conf = e.get("config")
-        entries.append(FleetEntry({str(k): str(v) for k, v in m.items()}, prof,
-                                  None if conf is None else str(base / str(conf)),
-                                  doc.lines.get(f"deployments[{i}]")))
-    return FleetFile(text("prometheus"), window, text("selector"), tuple(by), tuple(entries))
+        entries.append(FleetEntry({k: str(v) for k, v in e["match"].items()}, prof,
+                                  None if conf is None else str(base / conf), lines.get(f"deployments[{i}]")))
+    return FleetFile(d.get("prometheus"), d.get("window"), d.get("selector"),
+                     (by,) if isinstance(by, str) else tuple(by), tuple(entries))

@@ -41,6 +41,8 @@ from spectune.limits import (
 )
 
 DTYPE_KEYS = ("weights", "experts", "kv_cache", "lm_head", "activations")
+#: NVIDIA ModelOpt's quantization file, read beside a checkpoint's config.json.
+HF_QUANT_CONFIG = "hf_quant_config.json"
 
 
 #: ``quantization_config.quant_method`` values spectune prices (transformers / vLLM names);
@@ -123,9 +125,9 @@ def infer_dtypes(cfg: Mapping[str, Any]) -> dict[str, str]:
             kv = "fp8"
     hq = cfg.get("hf_quant_config") or {}  # hf_quant_config.json, read beside config.json
     if not isinstance(hq, Mapping):
-        raise wrong("hf_quant_config.json", "a JSON object", hq)
-    mk = "hf_quant_config.json quantization."
-    mo = mapping(hq, "quantization", where="hf_quant_config.json ")
+        raise wrong(HF_QUANT_CONFIG, "a JSON object", hq)
+    mk = f"{HF_QUANT_CONFIG} quantization."
+    mo = mapping(hq, "quantization", where=f"{HF_QUANT_CONFIG} ")
     if text(mo, "quant_algo", where=mk):
         weights = experts = _modelopt_dtype(text(mo, "quant_algo", where=mk), mk + "quant_algo")
     if text(mo, "kv_cache_quant_algo", where=mk).upper() == "FP8":

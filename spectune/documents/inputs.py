@@ -43,6 +43,10 @@ from spectune.limits import MAX_DIGITS, MAX_INPUT_BYTES, MAX_JSON_DEPTH, MAX_YAM
 
 #: Integers beyond this magnitude are refused before any float conversion (float(10**400) raises).
 MAX_INT_MAGNITUDE = 2**63
+#: The name of standard input in messages (``-`` on the command line).
+STDIN = "<stdin>"
+#: What a YAML file may be called.
+YAML_SUFFIXES = (".yaml", ".yml")
 
 
 def short(value: Any, width: int = 40) -> str:
@@ -97,7 +101,7 @@ def is_file(path: str | os.PathLike[str]) -> bool:
 
 def read_input(path: str, max_bytes: int = MAX_INPUT_BYTES) -> str:
     """The UTF-8 text of the file ``path`` or of stdin (``-``), at most ``max_bytes``."""
-    name = "<stdin>" if path == "-" else str(path)
+    name = STDIN if path == "-" else str(path)
     if path == "-":
         data = _stdin_bytes(max_bytes + 1)
     else:

@@ -8,6 +8,7 @@ import difflib
 from collections.abc import Iterable
 from pathlib import Path
 
+from spectune.documents.inputs import YAML_SUFFIXES
 from spectune.errors import InputError
 
 # How close a name must be to be suggested (difflib's ratio, 0..1): 0.5 is what the
@@ -24,7 +25,7 @@ def close_names(name: str, known: Known) -> list[str]:
     """The ``known`` names closest to ``name`` (its file name without ``.yaml``), best first,
     each labelled with its kind unless it is a shipped example."""
     stem = Path(name).name.lower()
-    for suffix in (".yaml", ".yml"):
+    for suffix in YAML_SUFFIXES:
         stem = stem.removesuffix(suffix)
     kind_of: dict[str, str] = {}
     for n, kind in known:

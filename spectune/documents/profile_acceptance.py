@@ -20,7 +20,7 @@ from spectune.errors import InputError
 
 
 class Doc(Protocol):
-    """What a loaded profile offers here (:class:`spectune.documents.profiles.Doc`): an error naming
+    """What a loaded profile offers here (:class:`spectune.documents.yaml_doc.Doc`): an error naming
     the file, line and key."""
 
     def error(self, path: tuple[str, ...], message: str) -> InputError: ...

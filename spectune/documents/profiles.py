@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -30,17 +30,23 @@ from spectune.core.deployment import (
 from spectune.core.hardware import GPU, Collectives, Kernels
 from spectune.core.model import UNIFORM, Drafter, Model, MoE, Routing
 from spectune.core.priors import ngram_prior
-from spectune.documents.docspec import Kind, Reader, Spec, key_lines
-from spectune.documents.hf_config import eagle_head, model_from_hf_config
-from spectune.documents.inputs import input_file_problem, is_file, json_document, read_input, yaml_document
+from spectune.documents.hf_config import HF_QUANT_CONFIG, eagle_head, model_from_hf_config
+from spectune.documents.inputs import (
+    STDIN,
+    YAML_SUFFIXES,
+    input_file_problem,
+    is_file,
+    json_document,
+    read_input,
+)
 from spectune.documents.profile_acceptance import acceptance_from_mapping
+from spectune.documents.profile_list import KINDS as KINDS  # re-exported: the command line reads it here
 from spectune.documents.profile_spec import BUILTIN, COLLECTIVE_KEYS, KERNEL_KEYS, PROFILE
 from spectune.documents.user_model import config_file, is_path, model_label, on_base
+from spectune.documents.yaml_doc import Doc, KeyPath, parse_yaml, read_doc
+from spectune.documents.yaml_doc import read_text as read_text  # re-exported: read here by other modules
 from spectune.errors import InputError
 from spectune.limits import DEFAULT_GAMMA_MAX, DEFAULT_TIE_TOLERANCE
-
-KINDS = ("gpus", "models", "drafters", "engines")
-KeyPath = tuple[str, ...]
 
 
 def profiles_dir() -> Path:
@@ -48,56 +54,6 @@ def profiles_dir() -> Path:
     from spectune.documents.shipped import shipped_folder
 
     return shipped_folder("profiles", "built-in profiles are")
-
-
-# --------------------------------------------------------------------------- YAML + lines
-def dotted(path: KeyPath) -> str:
-    """A key path as messages write it: ``a.b[0].c``."""
-    out = ""
-    for p in path:
-        out += f"[{p}]" if p.isdigit() else (f".{p}" if out else p)
-    return out
-
-
-@dataclass
-class Doc:
-    """Parsed YAML plus the line of every key path (``a.b[0].c``), for error messages."""
-
-    data: Any
-    file: str
-    lines: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def reader(self) -> Reader:
-        return Reader(self.file, self.lines)
-
-    def error(self, path: KeyPath, message: str) -> InputError:
-        err = self.reader.fail(dotted(path), message)
-        assert isinstance(err, InputError)
-        return err
-
-    def valid(self, spec: Spec | Kind) -> Any:
-        """The document validated against ``spec`` (:mod:`spectune.documents.profile_spec`)."""
-        if isinstance(spec, Kind):
-            return spec.load(self.data, self.reader)
-        return spec.load(self.data, "", self.reader)
-
-
-def parse_yaml(text: str, file: str) -> Doc:
-    """Parse YAML text (bounded and checked by :mod:`spectune.documents.inputs`), keeping the line of
-    each key. Every problem becomes InputError."""
-    data, node = yaml_document(text, file)
-    return Doc(data, file, key_lines(node))
-
-
-def read_text(path: str | Path) -> str:
-    """The UTF-8 text of ``path`` (``-``: stdin), bounded; InputError (exit 2) naming ``path``
-    as given when it is missing, unreadable, not a regular file, too large or not UTF-8."""
-    return read_input(str(path))
-
-
-def read_doc(path: Path) -> Doc:
-    return parse_yaml(read_text(path), str(path))
 
 
 # --------------------------------------------------------------------------- built-ins
@@ -259,7 +215,7 @@ def routing_from_value(doc: Doc, path: KeyPath, value: Any, model: Model) -> Rou
 def _read_config_json(doc: Doc, path: KeyPath, ref: str) -> dict[str, Any]:
     f = Path(ref)
     if not f.is_absolute():
-        f = Path(doc.file).parent / f if doc.file not in ("<inline>", "<stdin>") else f
+        f = f if doc.folder is None else doc.folder / f
     f = config_file(f, lambda message: doc.error(path, message))  # a model folder: its config.json
     problem = input_file_problem(str(f))  # missing: "no such file", as every input
     if problem:
@@ -267,7 +223,7 @@ def _read_config_json(doc: Doc, path: KeyPath, ref: str) -> dict[str, Any]:
     data = json_document(read_input(str(f)), str(f))
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", str(f), 1)
-    quant = f.parent / "hf_quant_config.json"  # NVIDIA ModelOpt checkpoints keep it beside
+    quant = f.parent / HF_QUANT_CONFIG  # NVIDIA ModelOpt checkpoints keep it beside
     if is_file(quant) and "hf_quant_config" not in data:
         data["hf_quant_config"] = json_document(read_input(str(quant)), str(quant))
     return data
@@ -290,18 +246,18 @@ def model_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], default_na
 
 
 def _warned(model: Model) -> Model:
-    """Print the model's import warnings (fields priced approximately or not at all) on
-    stderr, naming the field; never silent."""
-    import sys
+    """The model's import warnings (fields priced approximately or not at all) on stderr
+    through the one sink (:func:`spectune.notes.warning`), naming the field; never silent."""
+    from spectune.notes import warning
 
     for note in model.notes:
-        print(f"spectune: warning: {model.source or model.name}: {note}", file=sys.stderr)
+        warning(f"{model.source or model.name}: {note}")
     return model
 
 
 def load_model(ref: str, doc: Doc | None = None, path: KeyPath = ()) -> Model:
     """A built-in model by name, or a Hugging Face config.json or model folder by path."""
-    folder = Path(doc.file).parent if doc is not None and not doc.file.startswith("<") else None
+    folder = None if doc is None else doc.folder
     if is_path(ref, lambda r: bool(builtin_aliases("models", r)), folder):
         d = doc or Doc(None, "<command line>")
         cfg = _read_config_json(d, path, ref)
@@ -420,8 +376,8 @@ def deployment_from_doc(doc: Doc) -> Deployment:
         from spectune.documents.calibration import apply_calibration, load_calibration
 
         ref = Path(v["calibration"])
-        if not ref.is_absolute() and doc.file not in ("<inline>", "<stdin>"):
-            ref = Path(doc.file).parent / ref
+        if not ref.is_absolute() and doc.folder is not None:
+            ref = doc.folder / ref
         if not is_file(ref):
             raise doc.error(("calibration",), f"calibration file not found: {ref}")
         dep = apply_calibration(dep, load_calibration(ref))
@@ -431,12 +387,12 @@ def deployment_from_doc(doc: Doc) -> Deployment:
 def load_deployment(ref: str) -> Deployment:
     """A deployment profile from a YAML file, ``-`` (stdin), or a shipped example's name."""
     if ref == "-":
-        return deployment_from_doc(parse_yaml(read_input("-"), "<stdin>"))
+        return deployment_from_doc(parse_yaml(read_input("-"), STDIN))
     p = Path(ref)
-    if not os.path.exists(p) and (not ref.endswith((".yaml", ".yml")) or p.parent.name == "examples"):
+    if not os.path.exists(p) and (not ref.endswith(YAML_SUFFIXES) or p.parent.name == "examples"):
         # A shipped example by name, or by its path in the repository (`examples/x.yaml`,
         # as the documentation writes it) when run outside a clone.
-        ex = examples_dir() / (p.name if p.suffix in (".yaml", ".yml") else f"{ref}.yaml")
+        ex = examples_dir() / (p.name if p.suffix in YAML_SUFFIXES else f"{ref}.yaml")
         if is_file(ex):
             p = ex
     if not os.path.exists(p):  # never raises, whatever the name
@@ -468,7 +424,7 @@ def example_names() -> list[str]:
 def example_path(name: str) -> Path:
     """A shipped example deployment by name (``llama-3.1-70b-h100-eagle3``)."""
     base = Path(name).name
-    f = examples_dir() / (base if base.endswith((".yaml", ".yml")) else f"{base}.yaml")
+    f = examples_dir() / (base if base.endswith(YAML_SUFFIXES) else f"{base}.yaml")
     if not is_file(f):
         close = difflib.get_close_matches(name, example_names(), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""

@@ -246,7 +246,7 @@ def recommendation_doc(rec: Recommendation, ragged: RaggedGrid | None = None,
                 "speedups": sp[i, j], **extra,
             })
     body: dict[str, Any] = {
-        "metadata": {"spectune": __version__, "schema": "docs/schema.md#recommendation"},
+        "metadata": {"spectune": __version__, "schema": RECOMMENDATION.page},
         "deployment": deployment_doc(rec.deployment),
         "acceptance": acceptance_doc(rec.deployment.acceptance, int(g.gamma.max())),
         "gammas": g.gamma,

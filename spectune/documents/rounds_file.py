@@ -19,7 +19,7 @@ import numpy as np
 
 from spectune.core.ragged import Rounds
 from spectune.documents.inputs import JsonProblem, json_document, parse_json
-from spectune.documents.profiles import read_text
+from spectune.documents.yaml_doc import read_text
 from spectune.errors import InputError
 
 MAX_ROUNDS = 5_000_000

@@ -8,11 +8,11 @@ lists the kinds, ``spectune schema KIND`` prints one schema; fields are describe
 units) in docs/schema.md. Every schema is closed (no unknown keys), and a document cannot
 be written with a key its definition does not describe.
 
-Profile (:mod:`spectune.documents.profile_spec`) is the one input a user writes rather than spectune:
-its apiVersion and kind are optional.
-
-CheckReport is defined in :mod:`spectune.documents.check_report` (``spectune/check.py`` builds the
-document; it is being split, and will write it through the definition once that lands).
+Profile (:mod:`spectune.documents.profile_spec`) and FleetFile
+(:mod:`spectune.documents.fleet_file`) are the inputs a user writes rather than spectune:
+their apiVersion and kind are optional. Every kind is defined under spectune/documents/; the
+code that builds a document (the API, the fleet, the CI gate, the Prometheus observer)
+imports its definition from there, so this registry imports nothing above the documents.
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from spectune.api import PROFILE_LIST
 from spectune.documents.calibration import CALIBRATION
-from spectune.documents.check_report import CHECK_REPORT
+from spectune.documents.check_report import CHECK_REPORT, CHECK_SET
 from spectune.documents.docspec import Kind
+from spectune.documents.fleet_documents import FLEET, FLEET_REPORT
+from spectune.documents.fleet_file import FLEET_FILE
 from spectune.documents.observation import OBSERVATION
+from spectune.documents.profile_list import PROFILE_LIST
 from spectune.documents.profile_spec import PROFILE
 from spectune.documents.results import (
     RECOMMENDATION,
@@ -34,14 +36,12 @@ from spectune.documents.results import (
     WIDTH_DEPTH,
 )
 from spectune.errors import InputError
-from spectune.fleet import FLEET_REPORT
-from spectune.gitops import CHECK_SET
-from spectune.observe.prometheus import FLEET
 
 Schema = dict[str, Any]
 
 KINDS: tuple[Kind, ...] = (RECOMMENDATION, STEP_COST, STEP_COST_SWEEP, SPEEDUP, PROFILE_LIST, CHECK_REPORT,
-                           OBSERVATION, WIDTH_DEPTH, FLEET, FLEET_REPORT, CHECK_SET, CALIBRATION, PROFILE)
+                           OBSERVATION, WIDTH_DEPTH, FLEET, FLEET_REPORT, CHECK_SET, CALIBRATION, PROFILE,
+                           FLEET_FILE)
 SCHEMAS: dict[str, Schema] = {k.name: k.schema() for k in KINDS}
 
 

@@ -39,8 +39,9 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from spectune.documents.docspec import Field, Kind, List, Map, Nullable, Number, Obj, Reader, Text
-from spectune.documents.observation import OBSERVATION, Observation, Source, Window, checked, iso
+from spectune.documents.docspec import Reader
+from spectune.documents.fleet_documents import FLEET
+from spectune.documents.observation import Observation, Source, Window, checked, iso
 from spectune.engines.registry import ENGINES
 from spectune.errors import (
     BadBodyFault,
@@ -60,7 +61,6 @@ from spectune.observe.window import Capture, Snapshot
 from spectune.redact import protect, redact_url, server_text
 
 MAX_BODY_BYTES = 64 * 1024 * 1024  # one query's answer
-KIND = "Fleet"
 GROUP_LABEL = "model_name"
 RESETS_NOTE = ("counts are Prometheus increase() over the window: counter resets (pod restarts) "
                "are handled by increase(), and counts are extrapolated to the window's edges, "
@@ -372,19 +372,6 @@ class Fleet:
         })
 
 
-FLEET = Kind(KIND, "spectune observe --prometheus", "one Observation per group of servers, from Prometheus",
-             Obj((
-    Field("source", Obj((Field("prometheus", Text()), Field("selector", Nullable(Text())),
-                         Field("by", List(Text(), 1))))),
-    Field("window", Obj((Field("start", Text()), Field("end", Text()),
-                         Field("seconds", Number(minimum=0, description="seconds")),
-                         Field("step_seconds", Number(minimum=0, description="seconds"))))),
-    Field("groups", List(OBSERVATION.obj, 1)),
-    Field("skipped", List(Obj((Field("labels", Map(Text())), Field("reason", Text()))))),
-    Field("notes", List(Text())),
-)), make="spectune observe --prometheus URL -o yaml")
-
-
 def observe_prometheus(url: str, *, window: float, at: float | None = None, interval: float = 5.0,
                        selector: str | None = None, by: Iterable[str] = (), timeout: float = 30.0,
                        token: str | None = None, ca_bundle: str | None = None, insecure: bool = False,
@@ -471,7 +458,7 @@ def load_observed(path: str, match: Sequence[str] = ()) -> Observation:
     from spectune.documents.observation import check_observation, observation_from_dict, read_document
 
     doc, name, lines = read_document(path)
-    if not (isinstance(doc, dict) and doc.get("kind") == KIND):
+    if not (isinstance(doc, dict) and doc.get("kind") == FLEET.name):
         if match:
             raise ObserveUsageError(f"--match picks a group of a Fleet document; {name} is not one")
         return observation_from_dict(doc, name, lines)
