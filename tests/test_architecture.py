@@ -274,13 +274,6 @@ PENDING: set[tuple[str, str]] = {
     ("spectune.documents.schema", "spectune.fleet"),
     ("spectune.documents.schema", "spectune.gitops"),
     ("spectune.documents.schema", "spectune.observe.prometheus"),
-    ("spectune.engines.registry", "spectune.observe.exposition"),
-    ("spectune.engines.registry", "spectune.observe.window"),
-    ("spectune.engines.sglang", "spectune.observe.exposition"),
-    ("spectune.engines.sglang", "spectune.observe.window"),
-    ("spectune.engines.vllm", "spectune.observe.counts"),
-    ("spectune.engines.vllm", "spectune.observe.exposition"),
-    ("spectune.engines.vllm", "spectune.observe.window"),
 }
 
 

@@ -14,12 +14,12 @@ from click.testing import CliRunner
 from observe_support import FIXTURES, LOG, SCRAPE, fixture_text
 
 from spectune.cli.main import cli
+from spectune.documents.exposition import parse_exposition
 from spectune.documents.observation import Observation, observation_from_dict
+from spectune.documents.window import Capture, Snapshot
 from spectune.engines.vllm import analyse
 from spectune.errors import ObserveUsageError
 from spectune.observe import load_observation, observation_acceptance, observation_operating_point
-from spectune.observe.exposition import parse_exposition
-from spectune.observe.window import Capture, Snapshot
 from spectune.render.formats import render
 
 

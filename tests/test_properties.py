@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from observe_support import Engine, MetricsServer, Reply, sglang_text, vllm_text
 
 from spectune.cli.main import cli
+from spectune.documents.exposition import parse_exposition
 from spectune.errors import BadBodyFault, ObserveError
-from spectune.observe.exposition import parse_exposition
 
 HOSTILE = Path(__file__).parent / "hostile"
 FAST = settings(max_examples=40, deadline=None, derandomize=True, database=None,

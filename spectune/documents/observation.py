@@ -318,7 +318,7 @@ def speculation(drafts: float, draft_tokens: float, accepted: float, accepted_pe
 
 
 def histogram_summary(h: Any) -> HistogramSummary | None:
-    """From a :class:`spectune.observe.window.HistogramDelta` (None stays None)."""
+    """From a :class:`spectune.documents.window.HistogramDelta` (None stays None)."""
     if h is None:
         return None
     buckets = tuple((le, c) for le, c in h.buckets if not math.isinf(le))

@@ -21,11 +21,11 @@ import spectune.engines.vllm as vllm
 from spectune.core.deployment import Deployment
 from spectune.core.plan import Plan
 from spectune.core.recommend import Recommendation
+from spectune.documents.exposition import Exposition
 from spectune.documents.observation import Observation
+from spectune.documents.window import Capture
 from spectune.engines.options import Configured
 from spectune.errors import InputError
-from spectune.observe.exposition import Exposition
-from spectune.observe.window import Capture
 
 
 class Engine(Protocol):

@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import spectune.observe.exposition as _exposition
+import spectune.documents.exposition as _exposition
 from spectune.core.acceptance import Acceptance
 from spectune.core.deployment import Deployment
 from spectune.core.plan import (
@@ -77,6 +77,7 @@ from spectune.core.plan import (
 )
 from spectune.core.recommend import Recommendation
 from spectune.core.tree import verify_width
+from spectune.documents.exposition import Exposition, Series
 from spectune.documents.inputs import json_document, short
 from spectune.documents.observation import (
     AcceptanceInfo,
@@ -91,6 +92,7 @@ from spectune.documents.observation import (
     histogram_summary,
     iso,
 )
+from spectune.documents.window import Capture, HistogramDelta, Segment, histogram_delta, split_segments
 from spectune.engines.options import (
     GAMMA_LIMIT,
     Configured,
@@ -108,8 +110,6 @@ from spectune.errors import (
     SpeculationNotEnabled,
 )
 from spectune.limits import MAX_BATCH, MAX_GAMMA, MAX_GPUS
-from spectune.observe.exposition import Exposition, Series
-from spectune.observe.window import Capture, HistogramDelta, Segment, histogram_delta, split_segments
 
 NAME = "sglang"
 LABEL = "SGLang"

@@ -77,7 +77,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-import spectune.observe.exposition as _exposition
+import spectune.documents.exposition as _exposition
 from spectune.core.acceptance import Acceptance
 from spectune.core.deployment import Deployment
 from spectune.core.plan import (
@@ -91,6 +91,8 @@ from spectune.core.plan import (
     smoothing_note,
 )
 from spectune.core.recommend import Recommendation
+from spectune.documents.counts import check_segment
+from spectune.documents.exposition import Exposition, Series
 from spectune.documents.inputs import JsonProblem, parse_json, short, yaml_documents
 from spectune.documents.observation import (
     AcceptanceInfo,
@@ -106,6 +108,15 @@ from spectune.documents.observation import (
     histogram_summary,
     iso,
     speculation,
+)
+from spectune.documents.window import (
+    Capture,
+    HistogramDelta,
+    Segment,
+    Select,
+    histogram_delta,
+    split_segments,
+    summed_delta,
 )
 from spectune.engines.engine_version import predates
 from spectune.engines.manifests import child, line_of
@@ -123,17 +134,6 @@ from spectune.engines.options import (
 )
 from spectune.errors import BadBodyFault, InputError, NoSpeculativeTraffic, SpeculationNotEnabled
 from spectune.limits import MAX_GPUS, MAX_POSITIONS
-from spectune.observe.counts import check_segment
-from spectune.observe.exposition import Exposition, Series
-from spectune.observe.window import (
-    Capture,
-    HistogramDelta,
-    Segment,
-    Select,
-    histogram_delta,
-    split_segments,
-    summed_delta,
-)
 from spectune.redact import clip
 from spectune.version import __version__
 

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from spectune.core.acceptance import Acceptance
+from spectune.documents.exposition import Exposition, has_prefix
 from spectune.documents.observation import Observation, checked, iso
+from spectune.documents.window import Capture, Snapshot
 from spectune.engines.registry import ENGINES
 from spectune.errors import (
     BadBodyFault,
@@ -23,7 +25,6 @@ from spectune.limits import (
     DEFAULT_TIMEOUT_SECONDS,
     DEFAULT_WINDOW_SECONDS,
 )
-from spectune.observe.exposition import Exposition, has_prefix
 from spectune.observe.scrape import (
     DEFAULT_TOKEN_ENV,
     Scrape,
@@ -32,7 +33,6 @@ from spectune.observe.scrape import (
     normalize_url,
     resolve_token,
 )
-from spectune.observe.window import Capture, Snapshot
 from spectune.redact import clip
 
 ProgressFn = Callable[[float], None]

@@ -15,7 +15,7 @@ Instead of scraping each server twice, spectune asks Prometheus's HTTP API
 * ``resets(DRAFTS[WINDOW])`` per series, to say how many restarts the window held.
 
 Series are split into groups by ``model_name`` and the ``--by`` labels (e.g. deployment,
-namespace, pod). Each group becomes a :class:`~spectune.observe.window.Capture`: one
+namespace, pod). Each group becomes a :class:`~spectune.documents.window.Capture`: one
 snapshot per gauge step, the last one also holding the counters' increases (a first
 snapshot without counters makes each counter's delta its increase), and the engine's own
 analysis (:func:`spectune.engines.vllm.analyse`, :func:`spectune.engines.sglang.analyse`)
@@ -39,8 +39,11 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from spectune.documents.counts import INCREASE_SLACK
 from spectune.documents.docspec import Field, Kind, List, Map, Nullable, Number, Obj, Reader, Text
+from spectune.documents.exposition import Exposition, LabelSet, Series
 from spectune.documents.observation import OBSERVATION, Observation, Source, Window, checked, iso
+from spectune.documents.window import Capture, Snapshot
 from spectune.engines.registry import ENGINES
 from spectune.errors import (
     BadBodyFault,
@@ -52,11 +55,8 @@ from spectune.errors import (
     TLSFault,
 )
 from spectune.limits import MAX_PROMETHEUS_GROUPS
-from spectune.observe.counts import INCREASE_SLACK
-from spectune.observe.exposition import Exposition, LabelSet, Series
 from spectune.observe.prometheus_answer import Asked, answer_data, instant_vector, range_matrix
 from spectune.observe.scrape import _classify_connection_error, _tls_reason
-from spectune.observe.window import Capture, Snapshot
 from spectune.redact import protect, redact_url, server_text
 
 MAX_BODY_BYTES = 64 * 1024 * 1024  # one query's answer

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from spectune.documents.exposition import Exposition, parse_exposition
 from spectune.documents.inputs import input_file_problem, parse_json
 from spectune.errors import (
     BadBodyFault,
@@ -40,7 +41,6 @@ from spectune.errors import (
     TLSFault,
 )
 from spectune.limits import DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, MAX_METRICS_BYTES, MAX_PROBE_BYTES
-from spectune.observe.exposition import Exposition, parse_exposition
 from spectune.redact import protect, redact_url, scrub, server_text
 
 DEFAULT_TOKEN_ENV = "SPECTUNE_METRICS_TOKEN"
