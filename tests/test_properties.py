@@ -226,7 +226,7 @@ def exposition_text(draw: st.DrawFn) -> str:
 @settings(max_examples=150, deadline=None, derandomize=True, database=None)
 @given(st.one_of(exposition_text(), st.text(max_size=200)))
 def test_the_exposition_reader_refuses_or_reads_consistently(body: str) -> None:
-    from spectune.engines import vllm
+    from spectune.engines.vllm import metrics as vllm
 
     try:
         expo = parse_exposition(body)

@@ -21,8 +21,9 @@ from spectune.core.acceptance import Acceptance
 from spectune.core.speedup import speedup_grid
 from spectune.core.thresholds import IDLE_BELOW, bands_of, thresholds
 from spectune.documents.profiles import load_deployment
-from spectune.engines import sglang, vllm
 from spectune.engines.registry import ENGINES
+from spectune.engines.sglang import metrics as sglang
+from spectune.engines.vllm import metrics as vllm
 from spectune.render.rules import QUERIES
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.yaml"))

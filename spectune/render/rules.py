@@ -132,7 +132,7 @@ def _select(name: str, *matchers: str) -> str:
 
 
 def _vllm(spec: RulesSpec, by: str, per_instance: str) -> dict[str, str]:
-    from spectune.engines import vllm
+    from spectune.engines.vllm import metrics as vllm
 
     w = duration(spec.window)
 
@@ -150,7 +150,7 @@ def _vllm(spec: RulesSpec, by: str, per_instance: str) -> dict[str, str]:
 
 
 def _sglang(spec: RulesSpec, by: str, per_instance: str) -> dict[str, str]:
-    from spectune.engines import sglang
+    from spectune.engines.sglang import metrics as sglang
 
     w = duration(spec.window)
     ranks = (spec.matchers, 'tp_rank=~"0|"', 'pp_rank=~"0|"')  # one TP / PP rank; DP ranks averaged
@@ -189,7 +189,8 @@ def recording_rules(spec: RulesSpec) -> list[tuple[list[str], dict[str, Any]]]:
         exprs["speculation_metrics"] = (f"max by ({by}) (present_over_time("
                                         f"{_select(engine.SPEC_METRIC, spec.matchers)}[{names.window}]))")
         for i, (metric, expr) in enumerate(exprs.items()):
-            comments = [] if i else [f"{engine.LABEL}: metric names from spectune/engines/{engine_name}.py"]
+            where = f"spectune/engines/{engine_name}/metrics.py"
+            comments = [] if i else [f"{engine.LABEL}: metric names from {where}"]
             out.append((comments, {"record": names(metric), "expr": expr,
                                    "labels": {"serving_engine": engine_name}}))
     return out
