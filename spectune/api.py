@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from spectune.documents.docspec import Choice, Field, Kind, List, Obj, Text
 from spectune.documents.envelope import Document
+from spectune.limits import DEFAULT_ADAPTIVE_CONFIG
 
 if TYPE_CHECKING:
     from spectune.core.deployment import Deployment, Engine
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from spectune.gate import CheckResult
     from spectune.pricing import PassCost
 
-DEFAULT_ADAPTIVE_PATH = "spectune-sglang-adaptive.json"
+DEFAULT_ADAPTIVE_PATH = DEFAULT_ADAPTIVE_CONFIG
 
 
 def load_profile(profile: str | Path) -> Deployment:

@@ -89,6 +89,7 @@ from spectune.documents.docspec import (
     Text,
     parse_document,
 )
+from spectune.documents.families import engine_families
 from spectune.errors import BadBodyFault, ObserveError, ObserveUsageError
 from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_POINTS, MAX_POSITIONS
 
@@ -368,7 +369,7 @@ STEP_NUMBERS_2 = ("gauge_mean_running", "decode_context_tokens", "verify_width",
                   "generated_tokens")
 
 OBSERVATION = Kind(KIND, "spectune observe", "what was measured on a running server (or log)", Obj((
-    Field("engine", Obj((Field("name", Choice(("vllm", "sglang"))), Field("version", Nullable(Text())),
+    Field("engine", Obj((Field("name", Choice(engine_families())), Field("version", Nullable(Text())),
                          Field("metrics", Text())), build=EngineInfo)),
     Field("model_name", Nullable(Text())),
     Field("source", Obj((Field("kind", Choice(("metrics", "log", "prometheus"))), Field("where", Text())),

@@ -23,10 +23,10 @@ from spectune.limits import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_SECONDS,
+    DEFAULT_TOKEN_ENV,
     DEFAULT_WINDOW_SECONDS,
 )
 from spectune.observe.scrape import (
-    DEFAULT_TOKEN_ENV,
     Scrape,
     ScrapeOptions,
     Scraper,

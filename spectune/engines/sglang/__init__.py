@@ -8,8 +8,15 @@ This face carries the names of the :class:`~spectune.engines.registry.Engine` pr
 few others callers use); the modules inside the package import one another by module path.
 """
 
-from spectune.engines.sglang.config import launch_args, profile_warnings, read_args, runs_image, same_method
-from spectune.engines.sglang.defaults import DEFAULT_ADAPTIVE_CONFIG, LABEL, LAUNCH, NAME, VERSION_PATH
+from spectune.engines.sglang.config import (
+    LAUNCHES,
+    launch_args,
+    profile_warnings,
+    read_args,
+    runs_image,
+    same_method,
+)
+from spectune.engines.sglang.defaults import LABEL, LAUNCH, NAME, VERSION_PATH
 from spectune.engines.sglang.metrics import (
     COUNTERS,
     GAUGES,
@@ -22,13 +29,17 @@ from spectune.engines.sglang.metrics import (
     analyse_window,
     check_metrics,
     open_window,
+    recording_rules,
 )
-from spectune.engines.sglang.settings import METHODS, SNIPPET_KINDS, reference, snippet
+from spectune.engines.sglang.settings import METHODS, SNIPPET_KINDS, launch_command, reference, snippet
+from spectune.limits import (
+    DEFAULT_ADAPTIVE_CONFIG,  # spectune's own default; the CLI reads it without the engines
+)
 
 __all__ = [
-    "COUNTERS", "DEFAULT_ADAPTIVE_CONFIG", "GAUGES", "HISTOGRAMS", "LABEL", "LAUNCH", "METHODS", "NAME",
-    "PREFIX", "RESET_COUNTER", "SNIPPET_KINDS", "SPECULATION_SERIES", "SPEC_METRIC", "VERSION_PATH",
-    "analyse",
-    "analyse_window", "check_metrics", "launch_args", "open_window", "profile_warnings", "read_args",
-    "reference", "runs_image", "same_method", "snippet",
+    "COUNTERS", "DEFAULT_ADAPTIVE_CONFIG", "GAUGES", "HISTOGRAMS", "LABEL", "LAUNCH", "LAUNCHES",
+    "METHODS", "NAME", "PREFIX", "RESET_COUNTER", "SNIPPET_KINDS", "SPECULATION_SERIES", "SPEC_METRIC",
+    "VERSION_PATH", "analyse", "analyse_window", "check_metrics", "launch_args", "launch_command",
+    "open_window", "profile_warnings", "read_args", "recording_rules", "reference", "runs_image",
+    "same_method", "snippet",
 ]

@@ -58,8 +58,11 @@ from spectune.errors import (
 )
 from spectune.limits import MAX_BATCH, MAX_GPUS
 
-
 # --------------------------------------------------------------------------- reading back
+# the command lines :func:`launch_args` recognises, as messages name them
+LAUNCHES = ("python -m sglang.launch_server", "sglang serve")
+
+
 def launch_args(words: list[str], i: int) -> list[str] | None:
     """The arguments when ``words[i:]`` launches SGLang (``sglang serve``, ``python -m
     sglang.launch_server``), else None."""

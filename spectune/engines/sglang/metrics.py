@@ -42,6 +42,7 @@ from spectune.documents.observation import (
     iso,
 )
 from spectune.documents.window import Capture, HistogramDelta, Segment, histogram_delta, split_segments
+from spectune.engines.promql import running_per_instance, select
 from spectune.engines.sglang.defaults import NAME
 from spectune.errors import (
     BadBodyFault,
@@ -218,3 +219,22 @@ def analyse(capture: Capture, model: str | None, num_speculative_tokens: int | N
         acceptance=AcceptanceInfo("mean-length", a.rates, a.source),
         notes=tuple(notes),
     )
+
+
+def recording_rules(window: str, matchers: str, by: str, per_instance: str) -> dict[str, str]:
+    """PromQL for ``spectune rules``: SGLang shows gauges only, so the means over ``window`` (a
+    Prometheus duration) of the samples taken while it reports speculation (length >= 1), one
+    tensor / pipeline rank, data-parallel ranks averaged; and the running requests per instance."""
+    w = window
+    ranks = (matchers, 'tp_rank=~"0|"', 'pp_rank=~"0|"')  # one TP / PP rank; DP ranks averaged
+    length, rate, steps = (select(n, *ranks) for n in (ACCEPT_LENGTH, ACCEPT_RATE, NUM_STEPS))
+    mean_length = f"avg by ({by}) (avg_over_time(({length} >= 1)[{w}:]))"
+    mean_rate = f"avg by ({by}) (avg_over_time(({rate} and {length} >= 1)[{w}:]))"
+    return {
+        "acceptance_rate": mean_rate,
+        "acceptance_length": mean_length,
+        "draft_tokens_per_step": f"avg by ({by}) (avg_over_time(({steps} >= 1)[{w}:]))\nor\n"
+                                 f"({mean_length} - 1)\n/\n({mean_rate} > 0)",
+        "running_requests_per_instance": running_per_instance(RUNNING, ", ".join(m for m in ranks if m), by,
+                                                              per_instance, w),
+    }

@@ -22,10 +22,11 @@ from spectune.core.plan import (
 )
 from spectune.core.recommend import Recommendation
 from spectune.core.tree import verify_width
-from spectune.engines.sglang.defaults import DEFAULT_ADAPTIVE_CONFIG, NAME, SPEC_DEFAULT_MAX_RUNNING
+from spectune.engines.sglang.defaults import LAUNCH, NAME, SPEC_DEFAULT_MAX_RUNNING
 from spectune.errors import (
     InputError,
 )
+from spectune.limits import DEFAULT_ADAPTIVE_CONFIG
 
 SNIPPET_KINDS: tuple[str, ...] = ("sglang", "sglang-adaptive-config")
 
@@ -168,3 +169,8 @@ def reference(rec: Recommendation, plan: Plan,
         return (lambda b: lookup(sched, b)), doc, settings.notes
     steps = int(settings.args[settings.args.index("--speculative-num-steps") + 1])
     return (lambda _b: steps), doc, settings.notes
+
+
+def launch_command(snippet_text: str) -> str:
+    """The launch line the HTML report shows for the ``sglang`` snippet (the flags)."""
+    return f"{LAUNCH} {snippet_text.strip()}"

@@ -11,6 +11,7 @@ few others callers use); the modules inside the package import one another by mo
 """
 
 from spectune.engines.vllm.config import (
+    LAUNCHES,
     launch_args,
     profile_warnings,
     read_args,
@@ -28,15 +29,23 @@ from spectune.engines.vllm.metrics import (
     SPECULATION_SERIES,
     flavour,
     model_names,
+    recording_rules,
 )
 from spectune.engines.vllm.observation import analyse, analyse_window, open_window
 from spectune.engines.vllm.releases import LABEL, NAME, SCHEDULE_MIN_VLLM, VERIFIED_VLLM, VERSION_PATH
-from spectune.engines.vllm.settings import LAUNCH_WITH_CONFIG, METHODS, SNIPPET_KINDS, reference, snippet
+from spectune.engines.vllm.settings import (
+    LAUNCH_WITH_CONFIG,
+    METHODS,
+    SNIPPET_KINDS,
+    launch_command,
+    reference,
+    snippet,
+)
 
 __all__ = [
-    "COUNTERS", "GAUGES", "HISTOGRAMS", "LABEL", "LAUNCH_WITH_CONFIG", "METHODS", "NAME", "PREFIX",
-    "RESET_COUNTER", "SCHEDULE_MIN_VLLM", "SNIPPET_KINDS", "SPECULATION_SERIES", "SPEC_METRIC",
-    "VERIFIED_VLLM", "VERSION_PATH", "analyse", "analyse_window", "flavour", "launch_args", "model_names",
-    "open_window", "profile_warnings", "read_args", "read_config_file", "reference", "runs_image",
-    "same_method", "snippet",
+    "COUNTERS", "GAUGES", "HISTOGRAMS", "LABEL", "LAUNCHES", "LAUNCH_WITH_CONFIG", "METHODS", "NAME",
+    "PREFIX", "RESET_COUNTER", "SCHEDULE_MIN_VLLM", "SNIPPET_KINDS", "SPECULATION_SERIES",
+    "SPEC_METRIC", "VERIFIED_VLLM", "VERSION_PATH", "analyse", "analyse_window", "flavour",
+    "launch_args", "launch_command", "model_names", "open_window", "profile_warnings", "read_args",
+    "read_config_file", "recording_rules", "reference", "runs_image", "same_method", "snippet",
 ]

@@ -63,6 +63,10 @@ MTP_ALIASES = ("deepseek_mtp", "mimo_mtp", "glm4_moe_mtp", "ernie_mtp", "qwen3_n
 DEFAULT_PROMPT_LOOKUP = 5  # prompt_lookup_min/max when unset (SpeculativeConfig.__post_init__)
 
 # --------------------------------------------------------------------------- reading back
+# the command lines :func:`launch_args` recognises, as messages name them
+LAUNCHES = ("vllm serve", "python -m vllm.entrypoints.openai.api_server")
+
+
 def launch_args(words: list[str], i: int) -> list[str] | None:
     """The arguments when ``words[i:]`` launches vLLM (``vllm serve``, ``python -m
     vllm.entrypoints...``), else None."""

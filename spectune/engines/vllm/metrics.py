@@ -50,6 +50,7 @@ from spectune.documents.window import (
     Select,
     histogram_delta,
 )
+from spectune.engines.promql import running_per_instance, select
 from spectune.errors import BadBodyFault, SpeculationNotEnabled
 from spectune.limits import MAX_POSITIONS
 from spectune.redact import clip
@@ -170,3 +171,20 @@ class SegmentCounts(NamedTuple):
     accepted: float
     per_position: dict[int, float]  # 0-based position -> accepted there (V1 only)
     emitted: float | None           # V0 only: emitted tokens (drafts = emitted - accepted)
+
+
+def recording_rules(window: str, matchers: str, by: str, per_instance: str) -> dict[str, str]:
+    """PromQL for ``spectune rules``: acceptance from the counters' rates over ``window`` (a
+    Prometheus duration), summed ``by`` the rule's labels, and the running requests per instance."""
+
+    def rate(name: str, extra: str = "") -> str:
+        return f"sum by ({by}{extra}) (rate({select(name, matchers)}[{window}]))"
+
+    return {
+        "acceptance_rate": f"{rate(ACCEPTED)}\n/\n{rate(DRAFT_TOKENS)}",
+        "acceptance_length": f"1 + {rate(ACCEPTED)}\n/\n{rate(DRAFTS)}",
+        "acceptance_per_position": f"{rate(PER_POS, ', position')}\n"
+                                   f"/ ignoring (position) group_left ()\n{rate(DRAFTS)}",
+        "draft_tokens_per_step": f"{rate(DRAFT_TOKENS)}\n/\n{rate(DRAFTS)}",
+        "running_requests_per_instance": running_per_instance(RUNNING, matchers, by, per_instance, window),
+    }

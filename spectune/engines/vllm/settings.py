@@ -186,3 +186,8 @@ def reference(rec: Recommendation, plan: Plan,
     if cfg is None:
         text = "# remove --speculative-config: speculation does not pay at these operating points\n"
     return gamma_at, {"engine": NAME, "format": "command-line", "snippet": text}, notes
+
+
+def launch_command(snippet_text: str) -> str:
+    """The launch line the HTML report shows for the ``vllm`` snippet (the JSON, quoted)."""
+    return f"{LAUNCH_WITH_CONFIG} '{snippet_text.strip()}'"

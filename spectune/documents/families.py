@@ -1,0 +1,30 @@
+"""The engine families a document may name (a profile's ``engine.family``, an observation's and
+a check report's ``engine``): the engines spectune knows, one package each under
+``spectune/engines/``.
+
+Documents sit below the engines (tests/test_architecture.py), so the names are read from the
+folder, not imported: :data:`spectune.engines.registry.ENGINES` is built from the same
+listing, so a new engine package is a known family everywhere at once.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+# The engine a profile prices when it names none (``engine:`` left out), listed first wherever
+# the engines are: vLLM, which every emitted form is verified against (tests/test_emit_vllm.py).
+DEFAULT_ENGINE = "vllm"
+
+
+@cache
+def engine_families() -> tuple[str, ...]:
+    """The subpackages of ``spectune/engines/`` (each one an engine, by its ``NAME``):
+    :data:`DEFAULT_ENGINE` first, the others in alphabetical order. Found with
+    :func:`importlib.util.find_spec`, which locates the package without running it."""
+    import pkgutil
+    from importlib.util import find_spec
+
+    spec = find_spec("spectune.engines")
+    where = list(spec.submodule_search_locations or []) if spec is not None else []
+    return tuple(sorted((m.name for m in pkgutil.iter_modules(where) if m.ispkg),
+                        key=lambda name: (name != DEFAULT_ENGINE, name)))
