@@ -20,11 +20,13 @@ DEFAULT_ENGINE = "vllm"
 def engine_families() -> tuple[str, ...]:
     """The subpackages of ``spectune/engines/`` (each one an engine, by its ``NAME``):
     :data:`DEFAULT_ENGINE` first, the others in alphabetical order. Found with
-    :func:`importlib.util.find_spec`, which locates the package without running it."""
-    import pkgutil
+    :func:`importlib.util.find_spec`, which locates the package without running it, and
+    a listing of its folder (a package is a folder with an ``__init__.py``)."""
+    import os
     from importlib.util import find_spec
 
     spec = find_spec("spectune.engines")
-    where = list(spec.submodule_search_locations or []) if spec is not None else []
-    return tuple(sorted((m.name for m in pkgutil.iter_modules(where) if m.ispkg),
-                        key=lambda name: (name != DEFAULT_ENGINE, name)))
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    names = {e.name for folder in folders for e in os.scandir(folder)
+             if e.is_dir() and e.name.isidentifier() and os.path.isfile(os.path.join(e.path, "__init__.py"))}
+    return tuple(sorted(names, key=lambda name: (name != DEFAULT_ENGINE, name)))

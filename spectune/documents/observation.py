@@ -100,8 +100,7 @@ SCHEMA_VERSION = 1
 # --------------------------------------------------------------------------- parts
 @dataclass(frozen=True)
 class EngineInfo:
-    """``name`` vllm | sglang; ``version`` when the server shows it; ``metrics`` names the
-    metric family the numbers come from."""
+    """``name`` an engine's (a family); ``version`` when the server shows it; ``metrics`` the metrics read."""
 
     name: str
     version: str | None
