@@ -27,6 +27,7 @@ to ``P.name`` too. Then:
 from __future__ import annotations
 
 import ast
+import inspect
 import itertools
 import re
 import subprocess
@@ -430,3 +431,9 @@ def test_every_engine_package_is_registered_and_complete() -> None:
         assert name == engine.NAME
         missing = [n for n in wanted if not hasattr(engine, n)]
         assert not missing, f"spectune/engines/{name}/__init__.py lacks {missing}"
+        # ENGINES is built from the packages, so no type checker compares them with the protocol:
+        # each function takes the protocol's parameters, by name and in order
+        for method in (n for n in wanted if callable(getattr(Engine, n, None))):
+            want = list(inspect.signature(getattr(Engine, method)).parameters)[1:]  # without self
+            got = list(inspect.signature(getattr(engine, method)).parameters)
+            assert got == want, f"spectune.engines.{name}.{method}{tuple(got)}, not {tuple(want)}"
