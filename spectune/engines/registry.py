@@ -47,6 +47,7 @@ class Engine(Protocol):
     GAUGES: tuple[str, ...]
     RESET_COUNTER: str | None  # a counter whose resets() count restarts (None: none)
     SPECULATION_SERIES: tuple[str, ...]  # any of them seen in a window: the server speculates
+    SPECULATION_NAMED: str  # those series as messages name them: "vllm:spec_decode_*"
 
     # ---- settings emitted (spectune emit, recommend --emit) and the gate's reference
     def snippet(self, rec: Recommendation, kind: str, plan: Plan,

@@ -409,8 +409,9 @@ def observe_prometheus(url: str, *, window: float, at: float | None = None, inte
               for name, found in groups.items()}
     if not any(groups.values()):
         sel = f"{{{q.matchers}}}" if q.matchers else "(no --selector)"
+        named = " or ".join(e.SPECULATION_NAMED for e in ENGINES.values())
         raise SpeculationNotEnabled(
-            f"Prometheus at {where} has no vllm:spec_decode_* or sglang:spec_accept_length series "
+            f"Prometheus at {where} has no {named} series "
             f"matching {sel} in the {q.range} window ending {iso(q.at)}: check --selector, --at, "
             "and that Prometheus scrapes the servers")
     out: list[Observation] = []

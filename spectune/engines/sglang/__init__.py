@@ -24,6 +24,7 @@ from spectune.engines.sglang.metrics import (
     PREFIX,
     RESET_COUNTER,
     SPEC_METRIC,
+    SPECULATION_NAMED,
     SPECULATION_SERIES,
     analyse,
     analyse_window,
@@ -38,8 +39,8 @@ from spectune.limits import (
 
 __all__ = [
     "COUNTERS", "DEFAULT_ADAPTIVE_CONFIG", "GAUGES", "HISTOGRAMS", "LABEL", "LAUNCH", "LAUNCHES",
-    "METHODS", "NAME", "PREFIX", "RESET_COUNTER", "SNIPPET_KINDS", "SPECULATION_SERIES", "SPEC_METRIC",
-    "VERSION_PATH", "analyse", "analyse_window", "check_metrics", "launch_args", "launch_command",
-    "open_window", "profile_warnings", "read_args", "recording_rules", "reference", "runs_image",
-    "same_method", "snippet",
+    "METHODS", "NAME", "PREFIX", "RESET_COUNTER", "SNIPPET_KINDS", "SPECULATION_NAMED",
+    "SPECULATION_SERIES", "SPEC_METRIC", "VERSION_PATH", "analyse", "analyse_window", "check_metrics",
+    "launch_args", "launch_command", "open_window", "profile_warnings", "read_args", "recording_rules",
+    "reference", "runs_image", "same_method", "snippet",
 ]

@@ -26,6 +26,7 @@ from spectune.engines.vllm.metrics import (
     PREFIX,
     RESET_COUNTER,
     SPEC_METRIC,
+    SPECULATION_NAMED,
     SPECULATION_SERIES,
     flavour,
     model_names,
@@ -44,8 +45,9 @@ from spectune.engines.vllm.settings import (
 
 __all__ = [
     "COUNTERS", "GAUGES", "HISTOGRAMS", "LABEL", "LAUNCHES", "LAUNCH_WITH_CONFIG", "METHODS", "NAME",
-    "PREFIX", "RESET_COUNTER", "SCHEDULE_MIN_VLLM", "SNIPPET_KINDS", "SPECULATION_SERIES",
-    "SPEC_METRIC", "VERIFIED_VLLM", "VERSION_PATH", "analyse", "analyse_window", "flavour",
-    "launch_args", "launch_command", "model_names", "open_window", "profile_warnings", "read_args",
-    "read_config_file", "recording_rules", "reference", "runs_image", "same_method", "snippet",
+    "PREFIX", "RESET_COUNTER", "SCHEDULE_MIN_VLLM", "SNIPPET_KINDS", "SPECULATION_NAMED",
+    "SPECULATION_SERIES", "SPEC_METRIC", "VERIFIED_VLLM", "VERSION_PATH", "analyse", "analyse_window",
+    "flavour", "launch_args", "launch_command", "model_names", "open_window", "profile_warnings",
+    "read_args", "read_config_file", "recording_rules", "reference", "runs_image", "same_method",
+    "snippet",
 ]
