@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spectune.documents.envelope import Document
+from spectune.limits import DEFAULT_ADAPTIVE_CONFIG
 
 if TYPE_CHECKING:
     from spectune.core.deployment import Deployment, Engine
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from spectune.gate import CheckResult
     from spectune.pricing import PassCost
 
-DEFAULT_ADAPTIVE_PATH = "spectune-sglang-adaptive.json"
+DEFAULT_ADAPTIVE_PATH = DEFAULT_ADAPTIVE_CONFIG
 
 
 def load_profile(profile: str | Path) -> Deployment:

@@ -24,7 +24,7 @@ from spectune.documents.check_report import CHECK_REPORT
 from spectune.documents.envelope import Document
 from spectune.engines.options import Configured
 from spectune.engines.quantization import mismatches as quantization_mismatches
-from spectune.engines.registry import ENGINES, engine_for
+from spectune.engines.registry import engine_for
 from spectune.errors import EXIT_GATE_FAILED, EXIT_OK, InputError
 from spectune.limits import DEFAULT_CHECK_TOLERANCE
 from spectune.version import __version__
@@ -146,11 +146,12 @@ def deployment_mismatches(conf: Configured, dep: Deployment) -> list[str]:
     if whole and moe and dep.parallelism.gpus > 1 and conf.expert_parallel != (dep.parallelism.ep > 1):
         out.append(f"expert parallelism: {'on' if conf.expert_parallel else 'off'} configured, "
                    f"ep = {dep.parallelism.ep} in the profile")
-    eng = dep.engine.name.lower()
-    # an engine profile named for none of the engines (custom costs) is not a mismatch: check() warns
-    if any(e in eng for e in ENGINES) and conf.engine not in eng:
+    family = dep.engine.family  # the engine the profile's costs are for, as it says (never its name)
+    # costs for no engine in particular (built in code, no family) are not a mismatch: check() warns
+    if family and conf.engine != family:
+        which = "" if dep.engine.name == family else f" ({engine_for(family).LABEL})"
         out.append(f"engine: the configuration runs {engine_for(conf.engine).LABEL}, the profile prices "
-                   f"{dep.engine.name!r}")
+                   f"{dep.engine.name!r}{which}")
     if conf.speculate and conf.method:
         expected = _expected_method(conf.engine, dep.drafter.kind)
         if expected is not None and not engine_for(conf.engine).same_method(conf.method, expected):
@@ -175,10 +176,9 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
     from spectune.engines.options import with_configured_budget
 
     dep = with_configured_budget(dep, conf)  # the budget the server runs with prices its prefill
-    if not any(e in dep.engine.name.lower() for e in ENGINES) and dep.engine.name != "none":
-        labels = " nor ".join(e.LABEL for e in ENGINES.values())
-        conf.warnings.append(f"the profile's engine {dep.engine.name!r} names neither {labels}: its "
-                             f"costs are used for the configured {engine_for(conf.engine).LABEL}")
+    if not dep.engine.family and dep.engine.name != "none":
+        conf.warnings.append(f"the profile's engine {dep.engine.name!r} names no family: its costs are "
+                             f"used for the configured {engine_for(conf.engine).LABEL}")
     if conf.served_model is None:
         conf.warnings.append("the configuration names no model: model and parallelism are not compared "
                              "with the profile's (a fragment of a launch command?)")

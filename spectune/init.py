@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spectune.documents.families import DEFAULT_ENGINE
 from spectune.documents.inputs import is_file, parse_json
 from spectune.errors import InputError
 from spectune.limits import MAX_PROBE_BYTES
@@ -88,7 +89,7 @@ def server_info(url: str, timeout: float = 10.0) -> ServerInfo:
             or not models[0].get("id"):
         raise InputError(f"--from-server {url}: {base}/v1/models lists no model")
     m = models[0]
-    engine, version = "vllm", None
+    engine, version = DEFAULT_ENGINE, None
     for eng, module in ENGINES.items():
         path = module.VERSION_PATH
         try:

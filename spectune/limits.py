@@ -67,3 +67,7 @@ DEFAULT_WINDOW_SECONDS = 60.0
 DEFAULT_INTERVAL_SECONDS = 5.0
 DEFAULT_TIMEOUT_SECONDS = 10.0
 DEFAULT_RETRIES = 3  # counts, tokens and seconds: exact as floats
+
+# ---- names spectune gives things outside itself (one definition each; the CLI's defaults too)
+DEFAULT_TOKEN_ENV = "SPECTUNE_METRICS_TOKEN"  # environment variable holding the /metrics bearer token
+DEFAULT_ADAPTIVE_CONFIG = "spectune-sglang-adaptive.json"  # where SGLang's adaptive config is written

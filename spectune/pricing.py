@@ -25,6 +25,7 @@ from spectune.core.hardware import GPU
 from spectune.core.memory import PROFILE_TOKENS, Memory, memory, parameter_counts, shared_prefix
 from spectune.core.model import Drafter, Model
 from spectune.documents.envelope import Document
+from spectune.documents.families import DEFAULT_ENGINE
 from spectune.errors import InputError
 
 
@@ -74,7 +75,7 @@ def resolve_target(profile: Deployment | str | None = None, *, gpu: GPU | str | 
     if isinstance(engine, Engine):
         eng = engine
     else:
-        name = engine or (None if dep else "vllm")
+        name = engine or (None if dep else DEFAULT_ENGINE)
         eng = None if name == "none" else (load_engine(name) if name else dep.engine)  # type: ignore[union-attr]
     return Target(g, with_coactivation(m, coactivation), par, eng, dep)
 

@@ -9,7 +9,7 @@ DATA = Path(__file__).parent / "data"
 
 GPU = {"name": "Test GPU", "memory_gb": 80, "hbm_bandwidth_tbps": 3.35,
        "peak_tflops": {"bf16": 989, "fp8": 1979}, "link_bandwidth_gbps": 450, "link_latency_us": 10}
-ENGINE = {"name": "vllm", "pass_overhead_us": 300, "layer_overhead_us": 5,
+ENGINE = {"name": "vllm", "family": "vllm", "pass_overhead_us": 300, "layer_overhead_us": 5,
           "draft_pass_overhead_us": 150, "verify_token_cost_us": 1}
 
 

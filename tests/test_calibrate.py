@@ -22,11 +22,11 @@ from spectune.core.calibrate import CalibrationWindow, fit, get_constants, predi
 from spectune.core.cost import step_cost
 from spectune.core.draft_share import draft_length
 from spectune.core.speedup import speedup_grid
+from spectune.documents.exposition import parse_exposition
 from spectune.documents.observation import Observation
 from spectune.documents.profiles import deployment_from_doc, parse_yaml
+from spectune.documents.window import Capture, Snapshot
 from spectune.engines.vllm import analyse
-from spectune.observe.exposition import parse_exposition
-from spectune.observe.window import Capture, Snapshot
 from spectune.render.formats import render
 
 DATA = Path(__file__).parent / "data"

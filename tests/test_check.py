@@ -341,7 +341,7 @@ def sglang_profile(tmp_path: Path) -> str:
             "architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 4096, "intermediate_size": 14336,
             "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 1,
             "vocab_size": 128256, "model_type": "llama"}},
-        engine={"name": "sglang", "pass_overhead_us": 300, "layer_overhead_us": 5,
+        engine={"name": "sglang", "family": "sglang", "pass_overhead_us": 300, "layer_overhead_us": 5,
                 "draft_pass_overhead_us": 150, "verify_token_cost_us": 1},
         acceptance={"per_position": [0.8, 0.7, 0.6]},
         workload={"batch_sizes": [1, 64, 512, 2048], "context_lengths": [1024]})))
@@ -690,12 +690,43 @@ def test_store_true_flag_before_a_positional_and_two_engine_containers(tmp_path:
     assert conf.warnings[0] == "2 engine containers found; checked 'a' (line 8)"
 
 
-def test_an_engine_profile_named_for_neither_engine_warns(runner: CliRunner, tmp_path: Path) -> None:
-    """Custom engine costs are not another engine: the gate runs, and says whose costs it used."""
+def test_an_engine_profile_named_for_neither_engine_is_priced_by_its_family(runner: CliRunner,
+                                                                           tmp_path: Path) -> None:
+    """Custom engine costs are not another engine: the gate runs on the engine the profile's
+    `family` names, whatever the engine is called; another family is a mismatch."""
     data = yaml.safe_load(Path(PROFILE).read_text())
     data["engine"]["name"] = "tuned-h100"
     prof = tmp_path / "p.yaml"
     prof.write_text(yaml.safe_dump(data))
     res = check(runner, CI / "vllm-good.yaml", prof=str(prof))
     assert res.exit_code == 0, res.output
-    assert "engine 'tuned-h100' names neither vLLM nor SGLang" in res.stderr
+    assert "engine" not in res.stderr
+    data["engine"]["family"] = "sglang"
+    prof.write_text(yaml.safe_dump(data))
+    res = check(runner, CI / "vllm-good.yaml", "-o", "json", prof=str(prof))
+    assert "engine: the configuration runs vLLM, the profile prices 'tuned-h100' (SGLang)" in res.output
+
+
+def test_an_engine_named_after_another_engine_is_priced_by_its_family(runner: CliRunner,
+                                                                      tmp_path: Path) -> None:
+    """An engine profile called `sglang-tuned` whose family is vLLM is vLLM's everywhere: the gate
+    compares a vLLM configuration with it, `emit` adds no other-engine note, the report deploys vLLM."""
+    from spectune.api import load_profile, recommend
+    from spectune.engines.emit import build_snippet
+    from spectune.render.report import deploy_settings
+
+    data = yaml.safe_load(Path(PROFILE).read_text())
+    data["engine"]["name"] = "sglang-tuned"
+    prof = tmp_path / "p.yaml"
+    prof.write_text(yaml.safe_dump(data))
+    res = check(runner, CI / "vllm-good.yaml", "-o", "json", prof=str(prof))
+    assert res.exit_code == 0, res.output
+    assert "the configuration runs vLLM" not in res.output
+    rec = recommend(load_profile(prof))
+    assert rec.deployment.engine.family == "vllm"
+    assert not any("priced with the profile's engine" in n for n in build_snippet(rec, "vllm").notes)
+    other = build_snippet(rec, "sglang").notes
+    assert any("priced with the profile's engine 'sglang-tuned'" in n for n in other)
+    deploy = deploy_settings(rec)
+    assert deploy.kind == "vllm" and deploy.command is not None
+    assert deploy.command.startswith("vllm serve MODEL --speculative-config")

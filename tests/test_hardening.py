@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from observe_support import Engine, MetricsServer, Reply, vllm_text
 
 from spectune.cli.main import cli
+from spectune.documents.exposition import parse_exposition
 from spectune.errors import BadBodyFault, TimeoutFault
 from spectune.exit_codes import ExitCode
 from spectune.observe import observe_url
-from spectune.observe.exposition import parse_exposition
 
 ROOT = Path(__file__).resolve().parent.parent
 CI = ROOT / "examples" / "ci"

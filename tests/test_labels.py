@@ -61,10 +61,10 @@ def test_ngram_without_acceptance_is_labelled_assumed_everywhere(tmp_path: Path)
 def test_the_prior_is_what_observe_measures_on_the_shipped_ngram_capture() -> None:
     """The prior's numbers carry their source: spectune's own reading of the capture."""
     from spectune.core.priors import ngram_prior
+    from spectune.documents.exposition import parse_exposition
+    from spectune.documents.window import Capture, Snapshot
     from spectune.engines.vllm import analyse
     from spectune.observe import observation_acceptance
-    from spectune.observe.exposition import parse_exposition
-    from spectune.observe.window import Capture, Snapshot
 
     empty = parse_exposition('vllm:num_requests_running{engine="0",model_name="tiny-llama"} 0\n')
     capture = Capture((Snapshot(0.0, empty), Snapshot(10.0, parse_exposition(fixture_text(SCRAPE)))),

@@ -135,9 +135,9 @@ def test_no_seed_numbers_in_user_facing_text(runner: CliRunner) -> None:
 def _observation_file(tmp_path: Path) -> Path:
     from observe_support import SCRAPE, fixture_text
 
+    from spectune.documents.exposition import parse_exposition
+    from spectune.documents.window import Capture, Snapshot
     from spectune.engines.vllm import analyse
-    from spectune.observe.exposition import parse_exposition
-    from spectune.observe.window import Capture, Snapshot
     from spectune.render.formats import render
 
     empty = parse_exposition('vllm:num_requests_running{engine="0",model_name="tiny-llama"} 2\n')

@@ -534,7 +534,8 @@ def test_scrape_options_repr_hides_url_credentials() -> None:
 
 def test_engine_metrics_are_checked_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """The first scrape decides the engine's flavour (fail fast); analyse does not redo it."""
-    from spectune.engines import sglang, vllm
+    from spectune.engines.sglang import metrics as sglang  # where the checks are looked up
+    from spectune.engines.vllm import observation as vllm
 
     calls: list[str] = []
     real_flavour, real_check = vllm.flavour, sglang.check_metrics

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from observe_support import FIXTURES, LOG, SCRAPE, SHARED_FIXTURES, fixture_text
 
+from spectune.documents.exposition import parse_exposition
+from spectune.documents.window import Capture, Snapshot
 from spectune.engines.vllm import analyse, model_names
+from spectune.engines.vllm.log import aggregate, parse_line, parse_log
 from spectune.observe import detect_engine, observation_acceptance
-from spectune.observe.exposition import parse_exposition
-from spectune.observe.log import aggregate, parse_line, parse_log
-from spectune.observe.window import Capture, Snapshot
 
 
 @pytest.mark.parametrize("name", [SCRAPE, LOG])

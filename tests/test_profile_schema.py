@@ -87,7 +87,8 @@ def test_every_builtin_validates_and_loads(kind: str) -> None:
 BASE = ROOT / "examples" / "llama-3.1-8b-h100-eagle2-sglang.yaml"
 INLINE_GPU = {"memory_gb": 80, "hbm_bandwidth_tbps": 3.35, "peak_tflops": {"bf16": 989},
               "link_bandwidth_gbps": 450}
-INLINE_ENGINE = {"pass_overhead_us": 100, "layer_overhead_us": 5, "draft_pass_overhead_us": 50,
+INLINE_ENGINE = {"family": "vllm",
+                 "pass_overhead_us": 100, "layer_overhead_us": 5, "draft_pass_overhead_us": 50,
                  "verify_token_cost_us": 1}
 
 # (what the edit does, the edit, the key path the loader names, a fragment of its message,
@@ -116,6 +117,11 @@ EDITS: list[tuple[str, dict[str, Any], str, str, str]] = [
     ("missing key", {"workload": {"batch_sizes": [1]}}, "workload.context_lengths", "missing", "workload:"),
     ("missing conditional key", {"engine": {"pass_overhead_us": 100}}, "engine.layer_overhead_us",
      "required unless 'base'", "engine:"),
+    ("an inline engine without its family",
+     {"engine": {k: v for k, v in INLINE_ENGINE.items() if k != "family"}},
+     "engine.family", "one of vllm, sglang", "engine:"),
+    ("an engine family spectune has no package for", {"engine": {**INLINE_ENGINE, "family": "tensorrt"}},
+     "engine.family", "expected one of vllm, sglang", "family: tensorrt"),
     ("two acceptance forms", {"acceptance": {"alpha": 0.7, "mean_length": 2.0, "drafts": 3}},
      "acceptance", "exactly one of alpha", "acceptance:"),
     ("mean_length without drafts", {"acceptance": {"mean_length": 2.0}}, "acceptance.drafts", "missing",
@@ -154,6 +160,22 @@ def test_cli_refuses_a_wrong_edit_in_one_line(tmp_path: Path) -> None:
     assert res.exit_code == 2 and res.stderr.count("\n") == 1
     assert f"bad.yaml:{line}: tie_tolerence: unknown key" in res.stderr
     assert "did you mean 'tie_tolerance'" in res.stderr
+
+
+def test_cli_refuses_an_engine_without_a_known_family(tmp_path: Path) -> None:
+    """An engine is told by its `family`, never by its name: an inline engine named after vLLM but
+    without a family, or with one spectune has no package for, is refused at the key's line (exit 2)."""
+    for family, line_has in ((None, "engine:"), ("trtllm", "family: trtllm")):
+        doc = copy.deepcopy(yaml.safe_load(BASE.read_text(encoding="utf-8")))
+        doc["engine"] = {"name": "vllm", **{k: v for k, v in INLINE_ENGINE.items() if k != "family"},
+                         **({"family": family} if family else {})}
+        text = yaml.safe_dump(doc, sort_keys=False)
+        f = tmp_path / "bad.yaml"
+        f.write_text(text, encoding="utf-8")
+        res = CliRunner().invoke(cli, ["recommend", str(f)])
+        line = next(i for i, row in enumerate(text.splitlines(), 1) if line_has in row)
+        assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.output
+        assert f"bad.yaml:{line}: engine.family:" in res.stderr and "vllm, sglang" in res.stderr
 
 
 def test_profile_may_name_its_kind() -> None:

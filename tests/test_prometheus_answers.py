@@ -3,7 +3,7 @@ on 127.0.0.1 answers every query of `observe --prometheus` as a Prometheus holdi
 pod would, except the one answer a case corrupts. Each corrupt answer must end in exit 5 and
 one line on stderr naming the query and what was wrong -- the same for `recommend --prometheus`
 and `fleet` -- and inconsistent counts are refused by the very function that refuses them on
-the /metrics path (spectune.observe.counts.check_counts)."""
+the /metrics path (spectune.documents.counts.check_counts)."""
 
 from __future__ import annotations
 
@@ -243,7 +243,7 @@ BAD_COUNTS = [
 @pytest.mark.parametrize(("counts", "per_pos"), [b[1:] for b in BAD_COUNTS], ids=[b[0] for b in BAD_COUNTS])
 def test_prometheus_and_metrics_refuse_the_same_counts_in_the_same_words(
         counts: dict[str, float], per_pos: tuple[float, ...]) -> None:
-    from spectune.observe.counts import Counts, check_counts  # imported here: absent before issue 19
+    from spectune.documents.counts import Counts, check_counts  # imported here: absent before issue 19
 
     with pytest.raises(BadBodyFault) as refused:
         check_counts(Counts(counts[DRAFTS], counts[DRAFT_TOKENS], counts[ACCEPTED], per_pos), "WHERE")

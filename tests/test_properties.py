@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from observe_support import Engine, MetricsServer, Reply, sglang_text, vllm_text
 
 from spectune.cli.main import cli
+from spectune.documents.exposition import parse_exposition
 from spectune.errors import BadBodyFault, ObserveError
-from spectune.observe.exposition import parse_exposition
 
 HOSTILE = Path(__file__).parent / "hostile"
 FAST = settings(max_examples=40, deadline=None, derandomize=True, database=None,
@@ -226,7 +226,7 @@ def exposition_text(draw: st.DrawFn) -> str:
 @settings(max_examples=150, deadline=None, derandomize=True, database=None)
 @given(st.one_of(exposition_text(), st.text(max_size=200)))
 def test_the_exposition_reader_refuses_or_reads_consistently(body: str) -> None:
-    from spectune.engines import vllm
+    from spectune.engines.vllm import metrics as vllm
 
     try:
         expo = parse_exposition(body)

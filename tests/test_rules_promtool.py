@@ -26,7 +26,8 @@ from click.testing import CliRunner
 from spectune.cli.main import cli
 from spectune.core.thresholds import Band, thresholds
 from spectune.documents.profiles import load_deployment
-from spectune.engines import sglang, vllm
+from spectune.engines.sglang import metrics as sglang
+from spectune.engines.vllm import metrics as vllm
 from spectune.render.grafana import reference
 from spectune.render.rules import RulesSpec, Target
 

@@ -18,6 +18,7 @@ from spectune.cli.observe import DURATION, prometheus_options
 from spectune.cli.params import FiniteFloatRange
 from spectune.errors import InputError
 from spectune.limits import (
+    DEFAULT_TOKEN_ENV,
     MAX_TIMEOUT_SECONDS,
     MAX_WINDOW_SECONDS,
     MIN_INTERVAL_SECONDS,
@@ -112,7 +113,7 @@ def recommend_prometheus(profile: str, prometheus: str, match: Sequence[str], fm
 @click.option("--timeout", type=FiniteFloatRange(MIN_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS), default=30.0,
               show_default=True,
               help="Seconds allowed for each query's answer.")
-@click.option("--token-env", default="SPECTUNE_METRICS_TOKEN", show_default=True, metavar="NAME",
+@click.option("--token-env", default=DEFAULT_TOKEN_ENV, show_default=True, metavar="NAME",
               help="Environment variable holding a bearer token for Prometheus (never printed).")
 @click.option("--token-file", type=click.Path(dir_okay=False), help="File holding the bearer token.")
 @click.option("--ca-bundle", type=click.Path(dir_okay=False), help="CA bundle (PEM) for TLS.")

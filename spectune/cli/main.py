@@ -20,8 +20,10 @@ from spectune.errors import InputError, SpectuneError
 from spectune.exit_codes import ExitCode
 from spectune.limits import (
     COST_RATIO,
+    DEFAULT_ADAPTIVE_CONFIG,
     DEFAULT_CHECK_TOLERANCE,
     DEFAULT_INTERVAL_SECONDS,
+    DEFAULT_TOKEN_ENV,
     DEFAULT_WINDOW_SECONDS,
     MAX_BATCH,
     MAX_CONTEXT,
@@ -282,7 +284,7 @@ def _deployment(profile: str, batches: tuple[int, ...], contexts: tuple[int, ...
               help="With --metrics-url: seconds between samples of the running requests.")
 @click.option("--model-name", help="With --metrics-url: the served model to read, when there are several.")
 @click.option("--token-file", type=click.Path(dir_okay=False),
-              help="With --metrics-url: bearer token file (default: $SPECTUNE_METRICS_TOKEN). Never printed.")
+              help=f"With --metrics-url: bearer token file (default: ${DEFAULT_TOKEN_ENV}). Never printed.")
 @click.option("--ca-bundle", type=click.Path(dir_okay=False), help="With --metrics-url: CA bundle for TLS.")
 @click.option("--emit", "emit_kind", type=click.Choice(["vllm", "vllm-yaml", "sglang"]),
               help="Print only the serving-engine snippet for the recommendation.")
@@ -333,7 +335,7 @@ def recommend(profile: str, fmt: str, batches: tuple[int, ...], contexts: tuple[
                              "--prompt-tokens or --output-tokens")
         recommend_prometheus(profile, prometheus, match, fmt, emit_kind, gamma_max, dict(
             window=window, interval=interval, selector=selector, by=by, at=at, timeout=30.0,
-            token_env="SPECTUNE_METRICS_TOKEN", token_file=token_file, ca_bundle=ca_bundle,
+            token_env=DEFAULT_TOKEN_ENV, token_file=token_file, ca_bundle=ca_bundle,
             insecure=False, org_id=org_id))
         return
     from spectune.core.recommend import recommend as run
@@ -685,7 +687,7 @@ def _batch_mix(values: tuple[str, ...]) -> dict[int, float] | None:
 @click.option("--observed", type=click.Path(dir_okay=False, allow_dash=True),
               help="Measured acceptance, operating points and batch mix from a `spectune observe "
                    "-o yaml` file, as `recommend --observed` takes them.")
-@click.option("--adaptive-config-path", default="spectune-sglang-adaptive.json", show_default=True,
+@click.option("--adaptive-config-path", default=DEFAULT_ADAPTIVE_CONFIG, show_default=True,
               help="With sglang: the file name --speculative-adaptive-config points at.")
 @lengths_options
 @click.option("--engine-version", metavar="RELEASE",

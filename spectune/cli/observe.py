@@ -15,6 +15,7 @@ from spectune.limits import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_SECONDS,
+    DEFAULT_TOKEN_ENV,
     DEFAULT_WINDOW_SECONDS,
     MAX_RETRIES,
     MAX_TIMEOUT_SECONDS,
@@ -100,7 +101,7 @@ _EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>2}  {meaning}" for code, _,
               help="Seconds allowed for one complete answer.")
 @click.option("--retries", type=click.IntRange(0, MAX_RETRIES), default=DEFAULT_RETRIES, show_default=True,
               help="Retries of a scrape on refused connections, timeouts and HTTP 5xx (with backoff).")
-@click.option("--token-env", default="SPECTUNE_METRICS_TOKEN", show_default=True, metavar="NAME",
+@click.option("--token-env", default=DEFAULT_TOKEN_ENV, show_default=True, metavar="NAME",
               help="Environment variable holding a bearer token (never printed).")
 @click.option("--token-file", type=click.Path(dir_okay=False),
               help="File holding a bearer token (overrides --token-env).")

@@ -119,6 +119,10 @@ class Engine:
     #: the expert-parallel exchange around each MoE layer (:data:`EP_EXCHANGES`, priced in
     #: :mod:`spectune.core.cost.comm`); profiles/engines/*.yaml cite each engine's default
     ep_exchange: str = "deepep_low_latency"
+    #: which serving engine these costs are for (an engine package's NAME: "vllm", "sglang"),
+    #: as the profile names it; "" for no engine (:data:`NO_ENGINE`, the pure roofline). The
+    #: engine is never told from ``name``.
+    family: str = ""
 
     def draft_overhead(self, kind: str = "") -> float:
         """Fixed seconds of one drafter pass of a ``kind`` drafter."""

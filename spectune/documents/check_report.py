@@ -11,11 +11,12 @@ directory (``spectune check DIR --profiles MAP``), each defined once
 from __future__ import annotations
 
 from spectune.documents.docspec import Choice, Field, Flag, Kind, List, Nullable, Number, Obj, Text, Tuple
+from spectune.documents.families import engine_families
 from spectune.documents.results import METADATA
 
 _NAT = Number(integer=True, minimum=0)
 _POS = Number(integer=True, minimum=1)
-_ENGINES = Choice(("vllm", "sglang"))
+_ENGINES = Choice(engine_families())
 
 CHECK_REPORT = Kind("CheckReport", "spectune check",
                     "a serving configuration's speculation against the recommended settings", Obj((

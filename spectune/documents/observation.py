@@ -89,6 +89,7 @@ from spectune.documents.docspec import (
     Text,
     parse_document,
 )
+from spectune.documents.families import engine_families
 from spectune.errors import BadBodyFault, ObserveError, ObserveUsageError
 from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_POINTS, MAX_POSITIONS
 
@@ -99,8 +100,7 @@ SCHEMA_VERSION = 1
 # --------------------------------------------------------------------------- parts
 @dataclass(frozen=True)
 class EngineInfo:
-    """``name`` vllm | sglang; ``version`` when the server shows it; ``metrics`` names the
-    metric family the numbers come from."""
+    """``name`` an engine's (a family); ``version`` when the server shows it; ``metrics`` the metrics read."""
 
     name: str
     version: str | None
@@ -318,7 +318,7 @@ def speculation(drafts: float, draft_tokens: float, accepted: float, accepted_pe
 
 
 def histogram_summary(h: Any) -> HistogramSummary | None:
-    """From a :class:`spectune.observe.window.HistogramDelta` (None stays None)."""
+    """From a :class:`spectune.documents.window.HistogramDelta` (None stays None)."""
     if h is None:
         return None
     buckets = tuple((le, c) for le, c in h.buckets if not math.isinf(le))
@@ -368,7 +368,7 @@ STEP_NUMBERS_2 = ("gauge_mean_running", "decode_context_tokens", "verify_width",
                   "generated_tokens")
 
 OBSERVATION = Kind(KIND, "spectune observe", "what was measured on a running server (or log)", Obj((
-    Field("engine", Obj((Field("name", Choice(("vllm", "sglang"))), Field("version", Nullable(Text())),
+    Field("engine", Obj((Field("name", Choice(engine_families())), Field("version", Nullable(Text())),
                          Field("metrics", Text())), build=EngineInfo)),
     Field("model_name", Nullable(Text())),
     Field("source", Obj((Field("kind", Choice(("metrics", "log", "prometheus"))), Field("where", Text())),

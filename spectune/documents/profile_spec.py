@@ -42,6 +42,7 @@ from spectune.documents.docspec import (
     one_of_keys,
     only_if,
 )
+from spectune.documents.families import engine_families
 from spectune.documents.hf_config import DTYPE_KEYS
 from spectune.limits import (
     BANDWIDTH_TBPS,
@@ -159,6 +160,7 @@ def _us(key: str) -> Field:
 
 ENGINE = Obj((
     NAME, ALIASES,
+    _opt("family", Choice(engine_families())),  # which engine package prices it (spectune/engines/)
     _text("version", "engine release the profile targets (`emit --engine-version` defaults to it; "
                      "vLLM before 0.24.0 gets one static gamma)"),
     *(_us(k) for k in ENGINE_US),
@@ -178,7 +180,9 @@ ENGINE = Obj((
     _opt("ep_exchange", Choice(EP_EXCHANGES)),  # expert-parallel exchange (spectune/core/cost/comm.py)
     _opt("base", Text("a built-in engine whose constants the others override")),
 ), "a serving engine's overheads",
-    rules=(all_of_keys(ENGINE_REQUIRED, "base", "required unless 'base' names a built-in engine"),))
+    rules=(all_of_keys(ENGINE_REQUIRED, "base", "required unless 'base' names a built-in engine"),
+           all_of_keys(("family",), "base", f"the engine these costs are for, one of "
+                       f"{', '.join(engine_families())}; required unless 'base' names a built-in engine")))
 
 LOADS = List(Either((Number(minimum=0.0), List(Number(minimum=0.0), min_items=1)),
                     "a load (tokens or share) or a list of them"), min_items=1)

@@ -30,6 +30,7 @@ from spectune.core.deployment import (
 from spectune.core.hardware import GPU, Collectives, Kernels
 from spectune.core.model import UNIFORM, Drafter, Model, MoE, Routing
 from spectune.core.priors import ngram_prior
+from spectune.documents.families import DEFAULT_ENGINE
 from spectune.documents.hf_config import HF_QUANT_CONFIG, eagle_head, model_from_hf_config
 from spectune.documents.inputs import (
     STDIN,
@@ -159,6 +160,7 @@ def engine_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], base: Eng
     by_kind = v.get("draft_pass_overhead_by_kind_us")
     return Engine(
         name=str(v.get("name") or b.name),
+        family=str(v.get("family") or b.family),
         pass_overhead=us("pass_overhead_us", b.pass_overhead),
         layer_overhead=us("layer_overhead_us", b.layer_overhead),
         draft_pass_overhead=us("draft_pass_overhead_us", b.draft_pass_overhead),
@@ -338,13 +340,13 @@ def deployment_from_doc(doc: Doc) -> Deployment:
     if problem:
         raise doc.error(("parallelism", problem[:2]), problem)
 
-    eng_v = v.get("engine", "vllm")
+    eng_v = v.get("engine", DEFAULT_ENGINE)
     if isinstance(eng_v, Mapping) and "base" in eng_v:
         base = load_engine(eng_v["base"], doc, ("engine", "base"))
         engine = engine_from_mapping(doc, ("engine",), eng_v, base)
     else:
         engine = _resolve(doc, ("engine",), eng_v, load_engine, engine_from_mapping)
-    if drafter.topk > 1 and engine.name.lower().startswith("vllm"):
+    if drafter.topk > 1 and engine.family == "vllm":  # vLLM's chains-only rule, by the engine's family
         raise doc.error(("drafter",), f"a draft tree (topk = {drafter.topk}) runs on SGLang, not "
                                       "vLLM (vLLM drafts chains only): set engine: sglang, or "
                                       "topk 1")

@@ -23,6 +23,7 @@ from spectune.core.acceptance import Acceptance
 from spectune.core.cost import step_cost
 from spectune.core.deployment import Deployment, Engine, Parallelism, Workload
 from spectune.core.speedup import speedup_grid
+from spectune.documents.families import DEFAULT_ENGINE
 from spectune.documents.profiles import load_drafter, load_engine, load_gpu, load_model
 
 USES = ("fit", "validation")
@@ -65,7 +66,7 @@ def deployment(row: Mapping[str, Any]) -> Deployment:
         name="validate", gpu=load_gpu(row["gpu"]), model=load_model(row["model"]),
         drafter=load_drafter(row["drafter"]),
         parallelism=Parallelism(int(row.get("tp", 1)), int(row.get("ep", 1)), int(row.get("dp", 1))),
-        engine=load_engine(row.get("engine", "vllm")),
+        engine=load_engine(row.get("engine", DEFAULT_ENGINE)),
         workload=Workload((int(row["batch"]),), (int(row.get("context", 1024)),)),
         acceptance=acc, gamma_max=gamma)
 

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 
 from spectune.core.plan import Plan, make_plan
 from spectune.core.recommend import Recommendation
+from spectune.engines.registry import ENGINES, engine_of_snippet
 
-# What `spectune emit PROFILE KIND` writes: each engine module's SNIPPET_KINDS (spectune.engines).
-EMIT_KINDS = ("vllm", "vllm-yaml", "vllm-python", "sglang", "sglang-adaptive-config")
+# What `spectune emit PROFILE KIND` writes: every engine's SNIPPET_KINDS, engine by engine.
+EMIT_KINDS = tuple(kind for engine in ENGINES.values() for kind in engine.SNIPPET_KINDS)
 
 
 @dataclass
@@ -31,16 +32,14 @@ def build_snippet(rec: Recommendation, kind: str, weights: Mapping[int, float] |
 
     ``adaptive_path``: the file SGLang's adaptive config is written to (None: the engine's
     default name)."""
-    from spectune.engines.registry import engine_of_snippet
-
     engine = engine_of_snippet(kind)
     plan = plan or make_plan(rec, weights)
     name = engine.NAME
-    priced = rec.deployment.engine.name
+    priced, family = rec.deployment.engine.name, rec.deployment.engine.family
     other = ([f"the recommendation was priced with the profile's engine {priced!r}, not {name}: "
               f"set `engine: {name}` in the profile to price {name}'s own overheads (`spectune "
               f"check` compares a {name} config with a {name} profile)"]
-             if priced != "none" and name not in priced.lower() else [])
+             if family and family != name else [])
     text, notes = engine.snippet(rec, kind, plan, adaptive_path)
     return Snippet(text, [] if notes is None else [*other, *notes])
 

@@ -33,10 +33,10 @@ def parse_engine_version(text: str) -> str:
 
 
 def predates(engine: Engine, engine_name: str, first: str) -> str | None:
-    """The profile engine's version when it is ``engine_name``'s (by name) and older than
+    """The profile engine's version when it is ``engine_name``'s (its family) and older than
     release ``first``; None when it is not, or the version is unknown or unreadable (then
     the current release is assumed)."""
-    if engine_name not in engine.name.lower() or not engine.version:
+    if engine.family != engine_name or not engine.version:
         return None
     try:
         return engine.version if release(engine.version) < release(first) else None

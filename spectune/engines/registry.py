@@ -1,31 +1,34 @@
-"""The serving engines spectune knows, one module each: everything about an engine sits in
-its module -- its metric names and how to read them, its speculative settings and how to
-emit them, how to read them back from a config file, command line or manifest, its
-defaults, releases and limits.
+"""The serving engines spectune knows, one package each under ``spectune/engines/``: everything
+about an engine sits in its package -- its metric names and how to read them, its speculative
+settings and how to emit them, how to read them back from a config file, command line or
+manifest, its log format, defaults, releases and limits.
 
 The gate (:mod:`spectune.gate`), the serving-config reader (:mod:`spectune.engines.serving_config`),
 ``spectune emit`` and ``spectune observe`` (a URL or Prometheus) reach an engine through :data:`ENGINES` and
-the names of :class:`Engine`. Adding an engine (TensorRT-LLM, say) is one module with those
-names and one line in :data:`ENGINES`; its ``/metrics`` is told from the others' by its
-``PREFIX`` and ``SPEC_METRIC`` (:func:`spectune.observe.api.detect_engine`).
+the names of :class:`Engine`; an engine profile says which engine it prices by its ``family``
+(one of these names). :data:`ENGINES` is every subpackage of ``spectune/engines/``
+(:func:`spectune.documents.families.engine_families`), so adding an engine (TensorRT-LLM, say)
+is adding one package whose face has those names; its ``/metrics`` is told from the others' by
+its ``PREFIX`` and ``SPEC_METRIC`` (:func:`spectune.observe.api.detect_engine`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import import_module
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-import spectune.engines.sglang as sglang  # the engines, one module each
-import spectune.engines.vllm as vllm
 from spectune.core.deployment import Deployment
+from spectune.core.deployment import Engine as EngineCosts
 from spectune.core.plan import Plan
 from spectune.core.recommend import Recommendation
+from spectune.documents.exposition import Exposition
+from spectune.documents.families import DEFAULT_ENGINE, engine_families
 from spectune.documents.observation import Observation
+from spectune.documents.window import Capture
 from spectune.engines.options import Configured
 from spectune.errors import InputError
-from spectune.observe.exposition import Exposition
-from spectune.observe.window import Capture
 
 
 class Engine(Protocol):
@@ -36,6 +39,7 @@ class Engine(Protocol):
     METHODS: dict[str, str]  # spectune drafter kind -> the engine's method for it
     SNIPPET_KINDS: tuple[str, ...]  # what `spectune emit PROFILE KIND` writes for it
     VERSION_PATH: str  # HTTP path of the server whose JSON carries its "version"
+    LAUNCHES: tuple[str, ...]  # the command lines that launch it (for messages: "vllm serve")
     PREFIX: str  # what its /metrics names start with: "vllm:"
     SPEC_METRIC: str  # a metric its /metrics shows only while it speculates
     COUNTERS: tuple[str, ...]  # the metrics its readers take, by type (Prometheus queries by type)
@@ -43,6 +47,7 @@ class Engine(Protocol):
     GAUGES: tuple[str, ...]
     RESET_COUNTER: str | None  # a counter whose resets() count restarts (None: none)
     SPECULATION_SERIES: tuple[str, ...]  # any of them seen in a window: the server speculates
+    SPECULATION_NAMED: str  # those series as messages name them: "vllm:spec_decode_*"
 
     # ---- settings emitted (spectune emit, recommend --emit) and the gate's reference
     def snippet(self, rec: Recommendation, kind: str, plan: Plan,
@@ -50,6 +55,8 @@ class Engine(Protocol):
 
     def reference(self, rec: Recommendation, plan: Plan,
                   form: str) -> tuple[Callable[[int], int], dict[str, Any], list[str]]: ...
+
+    def launch_command(self, snippet_text: str) -> str: ...  # the launch line the HTML report shows
 
     # ---- settings read back (spectune.engines.serving_config) and compared with a profile (check)
     def launch_args(self, words: list[str], i: int) -> list[str] | None: ...
@@ -68,8 +75,13 @@ class Engine(Protocol):
     def analyse_window(self, capture: Capture, model: str | None, opened: Any = None,
                        num_speculative_tokens: int | None = None) -> Observation: ...
 
+    # ---- Prometheus recording rules (spectune rules): metric -> PromQL over a window
+    def recording_rules(self, window: str, matchers: str, by: str, per_instance: str) -> dict[str, str]: ...
 
-ENGINES: dict[str, Engine] = {"vllm": vllm, "sglang": sglang}
+
+# Every engine package, by NAME (the only list of engines: the packages themselves).
+ENGINES: dict[str, Engine] = {name: cast(Engine, import_module(f"spectune.engines.{name}"))
+                              for name in engine_families()}
 
 
 def engine_for(name: str) -> Engine:
@@ -77,6 +89,13 @@ def engine_for(name: str) -> Engine:
     if name not in ENGINES:
         raise InputError(f"unknown serving engine {name!r}; spectune knows {', '.join(ENGINES)}")
     return ENGINES[name]
+
+
+def engine_pricing(costs: EngineCosts) -> Engine:
+    """The engine whose overheads ``costs`` (a profile's engine) are: its ``family``, as the
+    profile names it (never guessed from its name); the default engine for costs of no engine
+    (``--engine none``, the pure roofline)."""
+    return engine_for(costs.family or DEFAULT_ENGINE)
 
 
 def engine_of_snippet(kind: str) -> Engine:
@@ -88,4 +107,4 @@ def engine_of_snippet(kind: str) -> Engine:
     raise InputError(f"unknown snippet kind {kind!r}; expected one of {', '.join(kinds)}")
 
 
-__all__ = ["ENGINES", "Configured", "Engine", "engine_for", "engine_of_snippet"]
+__all__ = ["ENGINES", "Configured", "Engine", "engine_for", "engine_of_snippet", "engine_pricing"]

@@ -81,12 +81,21 @@ def _find_commands(text: str, file: str, base_line: int = 0) -> list[_Command]:
     return out
 
 
+def _labels() -> str:
+    """The engines, for messages: "vLLM or SGLang"."""
+    return " or ".join(e.LABEL for e in ENGINES.values())
+
+
+def _launches(tail: str) -> str:
+    """How a command line launches each engine, for messages (``tail`` after each)."""
+    forms = [f"`{form}{tail}`" for e in ENGINES.values() for form in e.LAUNCHES]
+    return ", ".join(forms[:-1]) + f" or {forms[-1]}" if len(forms) > 1 else forms[0]
+
+
 def _from_shell(text: str, file: str, folder: Path) -> Configured:
     cmds = _find_commands(text, file)
     if not cmds:
-        raise InputError("no vLLM or SGLang command found (expected `vllm serve ...`, `python -m "
-                         "vllm.entrypoints.openai.api_server ...` or `python -m sglang.launch_server "
-                         "...`)", file)
+        raise InputError(f"no {_labels()} command found (expected {_launches(' ...')})", file)
     conf = _from_command(cmds[0], "command-line", file, folder)
     if len(cmds) > 1:
         conf.warnings.append(f"{len(cmds)} engine commands found; checked the first (line {cmds[0].line})")
@@ -135,9 +144,8 @@ def _from_kubernetes(docs: list[tuple[Any, yaml.Node]], file: str) -> Configured
         if k is not None:
             found += [(cmd, c.name) for cmd in _find_commands(c.words[k], file, c.word_base_line(k))]
     if not found:
-        raise InputError("no container of this Kubernetes manifest runs vLLM or SGLang (looked for "
-                         "`vllm serve`, `python -m vllm.entrypoints...`, `python -m "
-                         "sglang.launch_server` in command/args, or args for a vllm image)", file)
+        raise InputError(f"no container of this Kubernetes manifest runs {_labels()} (looked for "
+                         f"{_launches('')} in command/args, or args for an image of theirs)", file)
     cmd, name = found[0]
     conf = _from_command(cmd, "kubernetes", file, Path(file).parent)
     if len(found) > 1:

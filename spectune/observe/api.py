@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from spectune.core.acceptance import Acceptance
+from spectune.documents.exposition import Exposition, has_prefix
 from spectune.documents.observation import Observation, checked, iso
+from spectune.documents.window import Capture, Snapshot
 from spectune.engines.registry import ENGINES
 from spectune.errors import (
     BadBodyFault,
@@ -21,18 +23,16 @@ from spectune.limits import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_SECONDS,
+    DEFAULT_TOKEN_ENV,
     DEFAULT_WINDOW_SECONDS,
 )
-from spectune.observe.exposition import Exposition, has_prefix
 from spectune.observe.scrape import (
-    DEFAULT_TOKEN_ENV,
     Scrape,
     ScrapeOptions,
     Scraper,
     normalize_url,
     resolve_token,
 )
-from spectune.observe.window import Capture, Snapshot
 from spectune.redact import clip
 
 ProgressFn = Callable[[float], None]

@@ -15,7 +15,7 @@ Instead of scraping each server twice, spectune asks Prometheus's HTTP API
 * ``resets(DRAFTS[WINDOW])`` per series, to say how many restarts the window held.
 
 Series are split into groups by ``model_name`` and the ``--by`` labels (e.g. deployment,
-namespace, pod). Each group becomes a :class:`~spectune.observe.window.Capture`: one
+namespace, pod). Each group becomes a :class:`~spectune.documents.window.Capture`: one
 snapshot per gauge step, the last one also holding the counters' increases (a first
 snapshot without counters makes each counter's delta its increase), and the engine's own
 analysis (:func:`spectune.engines.vllm.analyse`, :func:`spectune.engines.sglang.analyse`)
@@ -39,9 +39,12 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from spectune.documents.counts import INCREASE_SLACK
 from spectune.documents.docspec import Reader
+from spectune.documents.exposition import Exposition, LabelSet, Series
 from spectune.documents.fleet_documents import FLEET
 from spectune.documents.observation import Observation, Source, Window, checked, iso
+from spectune.documents.window import Capture, Snapshot
 from spectune.engines.registry import ENGINES
 from spectune.errors import (
     BadBodyFault,
@@ -53,11 +56,8 @@ from spectune.errors import (
     TLSFault,
 )
 from spectune.limits import MAX_PROMETHEUS_GROUPS
-from spectune.observe.counts import INCREASE_SLACK
-from spectune.observe.exposition import Exposition, LabelSet, Series
 from spectune.observe.prometheus_answer import Asked, answer_data, instant_vector, range_matrix
 from spectune.observe.scrape import _classify_connection_error, _tls_reason
-from spectune.observe.window import Capture, Snapshot
 from spectune.redact import protect, redact_url, server_text
 
 MAX_BODY_BYTES = 64 * 1024 * 1024  # one query's answer
@@ -396,8 +396,9 @@ def observe_prometheus(url: str, *, window: float, at: float | None = None, inte
               for name, found in groups.items()}
     if not any(groups.values()):
         sel = f"{{{q.matchers}}}" if q.matchers else "(no --selector)"
+        named = " or ".join(e.SPECULATION_NAMED for e in ENGINES.values())
         raise SpeculationNotEnabled(
-            f"Prometheus at {where} has no vllm:spec_decode_* or sglang:spec_accept_length series "
+            f"Prometheus at {where} has no {named} series "
             f"matching {sel} in the {q.range} window ending {iso(q.at)}: check --selector, --at, "
             "and that Prometheus scrapes the servers")
     out: list[Observation] = []

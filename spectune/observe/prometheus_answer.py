@@ -18,7 +18,7 @@ number read from the wrong place:
   refused, not a crash), ``status`` success, ``data.result`` a list of the asked type;
 * each series is an object whose ``metric`` maps label names to text of at most
   ``MAX_LABEL_CHARS`` characters; a label set appears once per answer (the check of a
-  ``/metrics`` scrape, :func:`~spectune.observe.exposition.check_sample`: a duplicate is
+  ``/metrics`` scrape, :func:`~spectune.documents.exposition.check_sample`: a duplicate is
   refused, never summed);
 * each sample is ``[time, "value"]``: a finite time -- for an instant vector the time asked
   (within ``TIME_SLACK`` seconds), for a matrix one of the asked steps, each step at most
@@ -26,7 +26,7 @@ number read from the wrong place:
   ``resets()`` a whole number in that range.
 
 The counts themselves (accepted <= drafted, ...) are checked after grouping, by the same
-function as counts from ``/metrics`` (:func:`spectune.observe.counts.check_counts`).
+function as counts from ``/metrics`` (:func:`spectune.documents.counts.check_counts`).
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from spectune.documents.docspec import describe
+from spectune.documents.exposition import LabelSet, Series, check_sample
 from spectune.errors import BadBodyFault, HTTPStatusFault, ObserveUsageError
 from spectune.limits import MAX_COUNT, MAX_LABEL_CHARS
-from spectune.observe.exposition import LabelSet, Series, check_sample
 
 #: How far (seconds) an instant vector's sample time may be from the time asked: Prometheus
 #: answers with the evaluation time itself; spectune sends it with millisecond precision.

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from spectune.documents.exposition import Exposition, parse_exposition
 from spectune.documents.inputs import input_file_problem, parse_json
 from spectune.errors import (
     BadBodyFault,
@@ -39,11 +40,15 @@ from spectune.errors import (
     TimeoutFault,
     TLSFault,
 )
-from spectune.limits import DEFAULT_RETRIES, DEFAULT_TIMEOUT_SECONDS, MAX_METRICS_BYTES, MAX_PROBE_BYTES
-from spectune.observe.exposition import Exposition, parse_exposition
+from spectune.limits import (
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_SECONDS,
+    DEFAULT_TOKEN_ENV,
+    MAX_METRICS_BYTES,
+    MAX_PROBE_BYTES,
+)
 from spectune.redact import protect, redact_url, scrub, server_text
 
-DEFAULT_TOKEN_ENV = "SPECTUNE_METRICS_TOKEN"
 MAX_BODY_BYTES = MAX_METRICS_BYTES
 MAX_BACKOFF_SECONDS = 8.0
 MAX_TOKEN_BYTES = 64 * 1024
@@ -324,7 +329,7 @@ class Scraper:
                 reason = server_text(resp.reason)
                 hint = ""
                 if status in (401, 403):
-                    hint = (" (a bearer token is needed: set $SPECTUNE_METRICS_TOKEN, --token-env "
+                    hint = (f" (a bearer token is needed: set ${DEFAULT_TOKEN_ENV}, --token-env "
                             "or --token-file)" if not opt.token else " (the bearer token was refused)")
                 elif status == 404:
                     hint = " (is the path right? vLLM and SGLang serve /metrics)"

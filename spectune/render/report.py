@@ -245,21 +245,19 @@ class Deploy:
 
 
 def deploy_settings(rec: Recommendation, weights: Mapping[int, float] | None = None) -> Deploy:
-    """The report's deploy section: SGLang flags for an SGLang profile (ROCm included), vLLM's
-    ``--speculative-config`` otherwise; an engine that cannot run the drafter says why."""
-    from spectune.engines import sglang as sglang_engine
-    from spectune.engines import vllm as vllm_engine
+    """The report's deploy section: the launch line of the engine the profile prices (its
+    ``family``: SGLang flags, vLLM's ``--speculative-config``; the default engine's for the pure
+    roofline); an engine that cannot run the drafter says why."""
     from spectune.engines.emit import build_snippet
+    from spectune.engines.registry import engine_pricing
 
-    sglang = rec.deployment.engine.name.lower().startswith("sglang")
-    engine, kind = ("SGLang", "sglang") if sglang else ("vLLM", "vllm")
+    engine = engine_pricing(rec.deployment.engine)
+    kind = engine.SNIPPET_KINDS[0]  # each engine's first snippet is its launch-line form
     try:
         snip = build_snippet(rec, kind, weights)
     except SpectuneError as err:
-        return Deploy(engine, kind, None, [str(err)])
-    command = (f"{sglang_engine.LAUNCH} {snip.text.strip()}" if sglang
-               else f"{vllm_engine.LAUNCH_WITH_CONFIG} '{snip.text.strip()}'")
-    return Deploy(engine, kind, command, snip.notes)
+        return Deploy(engine.LABEL, kind, None, [str(err)])
+    return Deploy(engine.LABEL, kind, engine.launch_command(snip.text), snip.notes)
 
 
 def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str, str]] = (),

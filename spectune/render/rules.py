@@ -35,11 +35,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from spectune.core.thresholds import Band, Thresholds
+from spectune.engines.promql import select
 from spectune.errors import InputError
 from spectune.version import __version__
 
@@ -126,58 +127,8 @@ def _names(spec: RulesSpec) -> _Names:
     return _Names("_".join(spec.by), duration(spec.window))
 
 
-def _select(name: str, *matchers: str) -> str:
-    inner = ", ".join(m for m in matchers if m)
-    return f"{name}{{{inner}}}" if inner else name
-
-
-def _vllm(spec: RulesSpec, by: str, per_instance: str) -> dict[str, str]:
-    from spectune.engines import vllm
-
-    w = duration(spec.window)
-
-    def rate(name: str, extra: str = "") -> str:
-        return f"sum by ({by}{extra}) (rate({_select(name, spec.matchers)}[{w}]))"
-
-    return {
-        "acceptance_rate": f"{rate(vllm.ACCEPTED)}\n/\n{rate(vllm.DRAFT_TOKENS)}",
-        "acceptance_length": f"1 + {rate(vllm.ACCEPTED)}\n/\n{rate(vllm.DRAFTS)}",
-        "acceptance_per_position": f"{rate(vllm.PER_POS, ', position')}\n"
-                                   f"/ ignoring (position) group_left ()\n{rate(vllm.DRAFTS)}",
-        "draft_tokens_per_step": f"{rate(vllm.DRAFT_TOKENS)}\n/\n{rate(vllm.DRAFTS)}",
-        "running_requests_per_instance": _running(vllm.RUNNING, spec.matchers, by, per_instance, w),
-    }
-
-
-def _sglang(spec: RulesSpec, by: str, per_instance: str) -> dict[str, str]:
-    from spectune.engines import sglang
-
-    w = duration(spec.window)
-    ranks = (spec.matchers, 'tp_rank=~"0|"', 'pp_rank=~"0|"')  # one TP / PP rank; DP ranks averaged
-    length, rate, steps = (_select(n, *ranks) for n in (sglang.ACCEPT_LENGTH, sglang.ACCEPT_RATE,
-                                                         sglang.NUM_STEPS))
-    mean_length = f"avg by ({by}) (avg_over_time(({length} >= 1)[{w}:]))"
-    mean_rate = f"avg by ({by}) (avg_over_time(({rate} and {length} >= 1)[{w}:]))"
-    return {
-        "acceptance_rate": mean_rate,
-        "acceptance_length": mean_length,
-        "draft_tokens_per_step": f"avg by ({by}) (avg_over_time(({steps} >= 1)[{w}:]))\nor\n"
-                                 f"({mean_length} - 1)\n/\n({mean_rate} > 0)",
-        "running_requests_per_instance": _running(sglang.RUNNING, ", ".join(m for m in ranks if m), by,
-                                                  per_instance, w),
-    }
-
-
-def _running(name: str, matchers: str, by: str, per_instance: str, w: str) -> str:
-    return f"avg by ({by}) (avg_over_time((sum by ({per_instance}) ({_select(name, matchers)}))[{w}:]))"
-
-
-# engine NAME -> its recording expressions; every engine of spectune.engines.registry.ENGINES has one
-QUERIES: dict[str, Callable[[RulesSpec, str, str], dict[str, str]]] = {"vllm": _vllm, "sglang": _sglang}
-
-
 def recording_rules(spec: RulesSpec) -> list[tuple[list[str], dict[str, Any]]]:
-    """(comments, rule) of every recording rule, engine by engine (:data:`QUERIES`)."""
+    """(comments, rule) of every recording rule, engine by engine (its ``recording_rules``)."""
     from spectune.engines.registry import ENGINES
 
     names = _names(spec)
@@ -185,11 +136,12 @@ def recording_rules(spec: RulesSpec) -> list[tuple[list[str], dict[str, Any]]]:
     per_instance = ", ".join(dict.fromkeys([*spec.by, "instance"]))
     out: list[tuple[list[str], dict[str, Any]]] = []
     for engine_name, engine in ENGINES.items():
-        exprs = QUERIES[engine_name](spec, by, per_instance)
+        exprs = engine.recording_rules(duration(spec.window), spec.matchers, by, per_instance)
         exprs["speculation_metrics"] = (f"max by ({by}) (present_over_time("
-                                        f"{_select(engine.SPEC_METRIC, spec.matchers)}[{names.window}]))")
+                                        f"{select(engine.SPEC_METRIC, spec.matchers)}[{names.window}]))")
         for i, (metric, expr) in enumerate(exprs.items()):
-            comments = [] if i else [f"{engine.LABEL}: metric names from spectune/engines/{engine_name}.py"]
+            where = f"spectune/engines/{engine_name}/metrics.py"
+            comments = [] if i else [f"{engine.LABEL}: metric names from {where}"]
             out.append((comments, {"record": names(metric), "expr": expr,
                                    "labels": {"serving_engine": engine_name}}))
     return out
@@ -202,7 +154,7 @@ def _num(x: float) -> str:
 
 def recorded(spec: RulesSpec, metric: str, match: dict[str, str] | None = None) -> str:
     """The recorded series of ``metric``, of the deployments whose labels ``match`` (all: None)."""
-    return _select(_names(spec)(metric), ", ".join(f"{k}={_quote(v)}" for k, v in (match or {}).items()))
+    return select(_names(spec)(metric), ", ".join(f"{k}={_quote(v)}" for k, v in (match or {}).items()))
 
 
 def series(target: Target, spec: RulesSpec, metric: str) -> str:

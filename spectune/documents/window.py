@@ -21,8 +21,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from spectune.documents.exposition import Exposition, LabelSet, Series
 from spectune.errors import BadBodyFault
-from spectune.observe.exposition import Exposition, LabelSet, Series
 
 Select = Callable[[Series], bool]
 
@@ -176,7 +176,7 @@ class Capture:
     """A finished window: the successful ``snapshots`` in time order and what is known about
     how they were taken (``source`` URL without credentials, ``interval_seconds`` between
     samples, ``failed_samples`` that gave no answer, ``notes`` about retries;
-    ``count_slack``: the relative slack :func:`spectune.observe.counts.check_counts` allows,
+    ``count_slack``: the relative slack :func:`spectune.documents.counts.check_counts` allows,
     0 for exact counter deltas)."""
 
     snapshots: tuple[Snapshot, ...]

@@ -1,0 +1,46 @@
+"""SGLang, one package by job: :mod:`~spectune.engines.sglang.defaults` (its name and the defaults
+spectune relies on), :mod:`~spectune.engines.sglang.settings` (``launch_server`` flags and the
+adaptive config from a recommendation), :mod:`~spectune.engines.sglang.config` (reading them back
+from a command line) and :mod:`~spectune.engines.sglang.metrics` (its ``/metrics`` gauges and a
+captured window into an Observation).
+
+This face carries the names of the :class:`~spectune.engines.registry.Engine` protocol (and the
+few others callers use); the modules inside the package import one another by module path.
+"""
+
+from spectune.engines.sglang.config import (
+    LAUNCHES,
+    launch_args,
+    profile_warnings,
+    read_args,
+    runs_image,
+    same_method,
+)
+from spectune.engines.sglang.defaults import LABEL, LAUNCH, NAME, VERSION_PATH
+from spectune.engines.sglang.metrics import (
+    COUNTERS,
+    GAUGES,
+    HISTOGRAMS,
+    PREFIX,
+    RESET_COUNTER,
+    SPEC_METRIC,
+    SPECULATION_NAMED,
+    SPECULATION_SERIES,
+    analyse,
+    analyse_window,
+    check_metrics,
+    open_window,
+    recording_rules,
+)
+from spectune.engines.sglang.settings import METHODS, SNIPPET_KINDS, launch_command, reference, snippet
+from spectune.limits import (
+    DEFAULT_ADAPTIVE_CONFIG,  # spectune's own default; the CLI reads it without the engines
+)
+
+__all__ = [
+    "COUNTERS", "DEFAULT_ADAPTIVE_CONFIG", "GAUGES", "HISTOGRAMS", "LABEL", "LAUNCH", "LAUNCHES",
+    "METHODS", "NAME", "PREFIX", "RESET_COUNTER", "SNIPPET_KINDS", "SPECULATION_NAMED",
+    "SPECULATION_SERIES", "SPEC_METRIC", "VERSION_PATH", "analyse", "analyse_window", "check_metrics",
+    "launch_args", "launch_command", "open_window", "profile_warnings", "read_args", "recording_rules",
+    "reference", "runs_image", "same_method", "snippet",
+]
