@@ -19,7 +19,7 @@ from builders import profile
 from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from observe_support import Engine, MetricsServer, Reply, sglang_text, vllm_text
+from observe_support import Engine, FakeClock, MetricsServer, Reply, sglang_text, vllm_text
 
 from spectune.cli.main import cli
 from spectune.errors import BadBodyFault, ObserveError
@@ -340,7 +340,7 @@ def test_whatever_a_server_says_observe_writes_a_loadable_observation_or_a_fault
         with MetricsServer(lambda n: Reply(200, pages[min(n, len(pages) - 1)])) as srv:
             try:
                 obs = observe_url(srv.url, window=0.1, interval=0.05, retries=0, backoff=0.01,
-                                  ask_version=False)
+                                  ask_version=False, clock=FakeClock().clock())  # no real waiting
             except ObserveError:
                 tally.add(False)
                 return
