@@ -175,17 +175,29 @@ def _set(doc: Any, path: tuple[Any, ...], value: Any) -> None:
     doc[path[-1]] = value
 
 
+#: Hostile values at any leaf, up to two (or none).
+HOSTILE_EDITS = st.lists(st.tuples(st.sampled_from(LEAVES),
+                                   st.one_of(HOSTILE_VALUES, st.floats(allow_nan=True),
+                                             st.integers(-10, 10**12), st.floats(0, 1), st.integers(1, 100),
+                                             st.lists(st.floats(-1, 2), max_size=5))),
+                         max_size=2)
+#: Edits an observe run could have written: in range, where recommend reads them.
+PLAUSIBLE_EDITS = st.lists(st.one_of(
+    st.tuples(st.just(("operating_point", "running", "distribution", 0, "running")), st.integers(1, 256)),
+    st.tuples(st.just(("operating_point", "running", "distribution", 1, "samples")), st.integers(1, 100)),
+    st.tuples(st.just(("operating_point", "prompt_tokens", "mean")), st.floats(1, 32_000)),
+    st.tuples(st.just(("operating_point", "generation_tokens", "mean")), st.floats(1, 32_000))),
+    min_size=1, max_size=2)
+
+
 def test_any_observation_gives_exit_0_or_2_and_sane_speedups() -> None:
-    """The edits are hostile values, so most examples are refused by design: one in ten at
-    least must still reach a feasible point (5 of 40 did when this was written)."""
+    """Hostile edits are mostly refused by design (5 of 40 reached a feasible point when they
+    alone were drawn: one fewer and the property was vacuous by the rule below); plausible
+    edits are drawn too, and one example in five at least must reach a feasible point."""
     tally = Tally()
 
     @FAST
-    @given(st.lists(st.tuples(st.sampled_from(LEAVES),
-                              st.one_of(HOSTILE_VALUES, st.floats(allow_nan=True), st.integers(-10, 10**12),
-                                        st.floats(0, 1), st.integers(1, 100),
-                                        st.lists(st.floats(-1, 2), max_size=5))),
-                    max_size=2))
+    @given(st.one_of(HOSTILE_EDITS, PLAUSIBLE_EDITS))
     def prop(edits: list[tuple[tuple[Any, ...], Any]]) -> None:
         doc = copy.deepcopy(BASE_OBSERVATION)
         for path, value in edits:
@@ -198,7 +210,7 @@ def test_any_observation_gives_exit_0_or_2_and_sane_speedups() -> None:
         tally.add(out is not None and speedups_are_sane(out) > 0)
 
     prop()
-    tally.assert_checked(0.1)
+    tally.assert_checked(0.2)
 
 
 # --------------------------------------------------------------------------- vLLM log lines
@@ -207,17 +219,30 @@ LINE = ("INFO 11-22 23:46:33 [metrics.py:120] SpecDecoding metrics: Mean accepta
         "Drafted: {d} tokens, Per-position acceptance rate: {r}, Avg Draft acceptance rate: 55.2%")
 counts = st.one_of(st.integers(0, 10_000), st.integers(0, 10**25))
 rate = st.one_of(st.floats(0, 1), st.floats(0, 1), st.floats(0, 5), st.just(math.nan))
+hostile_lines = st.lists(st.tuples(counts, counts, st.lists(rate, min_size=1, max_size=70)), min_size=1,
+                         max_size=4)
+
+
+@st.composite
+def sane_line(draw: st.DrawFn) -> tuple[int, int, list[float]]:
+    """A line as vLLM writes one: K rates in [0, 1] falling with the position, K draft tokens
+    per draft, accepted tokens = drafts x the sum of the rates. Without these, how many
+    examples reached recommend depended on the constants hypothesis collects from the modules
+    imported so far (11 of 40 alone, 2 of 40 in the whole suite)."""
+    k = draw(st.integers(1, 8))
+    rates = sorted(draw(st.lists(st.floats(0, 1), min_size=k, max_size=k)), reverse=True)
+    drafts = draw(st.integers(1, 10_000))
+    return round(drafts * sum(rates)), drafts * k, rates
 
 
 def test_whatever_observe_log_writes_recommend_accepts() -> None:
-    """observe --log wrote files that recommend --observed then refused (issue 10). Most
-    examples are refused by observe itself (rates out of range, no traffic): one in ten at
-    least must reach recommend and a feasible point (11 of 40 did when this was written)."""
+    """observe --log wrote files that recommend --observed then refused (issue 10). Hostile
+    lines are mostly refused by observe itself (rates out of range, no traffic); with the
+    sane ones, one example in five at least must reach recommend and a feasible point."""
     tally = Tally()
 
     @FAST
-    @given(st.lists(st.tuples(counts, counts, st.lists(rate, min_size=1, max_size=70)),
-                    min_size=1, max_size=4))
+    @given(st.one_of(hostile_lines, st.lists(sane_line(), min_size=1, max_size=4)))
     def prop(lines: list[tuple[int, int, list[float]]]) -> None:
         log = OBS_DIR / "vllm.log"
         log.write_text("\n".join(LINE.format(a=a, d=d, r=", ".join(f"{x:.3f}" for x in r))
@@ -234,7 +259,7 @@ def test_whatever_observe_log_writes_recommend_accepts() -> None:
         tally.add(speedups_are_sane(doc) > 0)
 
     prop()
-    tally.assert_checked(0.1)
+    tally.assert_checked(0.2)
 
 
 # --------------------------------------------------------------------------- exposition reader
@@ -321,12 +346,14 @@ def growing_pages(draw: st.DrawFn) -> list[str]:
 
 hostile_pages = st.one_of(st.lists(engines, min_size=1, max_size=3).map(lambda es: list(map(vllm_text, es))),
                           st.tuples(some_number, some_number).map(lambda ar: [sglang_text(*ar)]))
-sane_sglang = st.tuples(st.floats(1, 65), st.floats(0, 1)).map(lambda ar: [sglang_text(*ar)])
+# SGLang's gauges as a server with K draft tokens shows them: length = 1 + K x rate
+sane_sglang = st.tuples(st.integers(1, 8), st.floats(0.05, 1)).map(lambda kr: [sglang_text(1 + kr[0] * kr[1],
+                                                                                           kr[1])])
 
 
 def test_whatever_a_server_says_observe_writes_a_loadable_observation_or_a_fault() -> None:
     """Hostile pages end in a fault; growing and in-range ones must reach an observation, which
-    must load: one example in five at least does (11 of 20 when this was written; none of
+    must load: one example in five at least does (12 of 20 when this was written; none of
     20 before the sane pages were drawn)."""
     from spectune.documents.observation import observation_from_dict
     from spectune.observe import observe_url
@@ -335,7 +362,7 @@ def test_whatever_a_server_says_observe_writes_a_loadable_observation_or_a_fault
 
     @settings(max_examples=20, deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.too_slow])
-    @given(st.one_of(hostile_pages, growing_pages(), sane_sglang))
+    @given(st.one_of(growing_pages(), sane_sglang, hostile_pages))
     def prop(pages: list[str]) -> None:
         with MetricsServer(lambda n: Reply(200, pages[min(n, len(pages) - 1)])) as srv:
             try:
