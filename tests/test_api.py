@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
-from observe_support import Engine, MetricsServer, Reply, vllm_text
+from observe_support import Engine, FakeClock, MetricsServer, Reply, vllm_text
 
 import spectune
 from spectune.cli.main import cli
@@ -72,7 +72,8 @@ def test_recommend_with_a_measured_observation(tmp_path: Path) -> None:
                                            prompt=(4 + n, 68 + 17 * n), generation=(4 + n, 256 + 64 * n))))
 
     with MetricsServer(page) as srv:
-        obs = spectune.observe_url(srv.url, window=0.6, interval=0.2, backoff=0.02, ask_version=False)
+        obs = spectune.observe_url(srv.url, window=0.6, interval=0.2, backoff=0.02, ask_version=False,
+                                   clock=FakeClock().clock())  # the window takes no real time
     assert isinstance(obs, spectune.Observation)
     assert obs.acceptance.conditional == pytest.approx([0.8, 0.625, 0.4])
     path = tmp_path / "obs.yaml"

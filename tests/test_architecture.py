@@ -32,6 +32,7 @@ import itertools
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -122,7 +123,13 @@ def _resolve_from(module: str, node: ast.ImportFrom) -> str:
 
 
 def _imports_of(module: str) -> list[Import]:
-    tree = ast.parse(modules()[module].read_text(encoding="utf-8"), filename=str(modules()[module]))
+    return _imports_in(module, modules()[module].read_text(encoding="utf-8"), str(modules()[module]))
+
+
+def _imports_in(module: str, text: str, filename: str = "<text>") -> list[Import]:
+    """Every import in ``text`` read as the source of ``module``: any depth of the tree (in
+    functions, methods, ``if TYPE_CHECKING``), ``import_module("...")`` with a literal name."""
+    tree = ast.parse(text, filename=filename)
     out: list[Import] = []
     known = modules()
     for node in ast.walk(tree):
@@ -211,9 +218,45 @@ def test_find_cycle_finds_one() -> None:
     assert find_cycle({"a": {"b": e}, "b": {}}) is None
 
 
-def _layering_breaks() -> list[Import]:
+# A core module that imports upward only lazily: inside a function, a method, under
+# TYPE_CHECKING, relatively, by import_module. Each must be an edge, and a break of the floors.
+LAZY_SOURCE = """from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spectune.documents.profiles import Deployment
+
+
+def later() -> None:
+    import spectune.observe.api
+    from ..cli import main
+
+
+class Late:
+    def method(self) -> object:
+        from spectune.engines import registry
+        return importlib.import_module("spectune.render.report")
+"""
+
+
+def test_lazy_imports_are_edges() -> None:
+    """The parser sees the imports a module makes only when a function runs, or only for the
+    type checker (the engines -> emit -> engines cycle was lazy once, and went unseen)."""
+    found = _imports_in("spectune.core.speedup", LAZY_SOURCE)
+    edges = {(imp.target, imp.line) for imp in found}
+    assert {("spectune.documents.profiles", 7), ("spectune.observe.api", 11), ("spectune.cli.main", 12),
+            ("spectune.engines.registry", 17), ("spectune.render.report", 18)} <= edges, sorted(edges)
+    breaks = {imp.target for imp in _layering_breaks(found)}
+    assert {"spectune.documents.profiles", "spectune.observe.api", "spectune.cli.main",
+            "spectune.engines.registry", "spectune.render.report"} <= breaks, breaks
+    assert not _layering_breaks(_imports_in("spectune.core.speedup", "def f():\n    import numpy\n"))
+
+
+def _layering_breaks(imports: Iterable[Import] | None = None) -> list[Import]:
     out = []
-    for imp in all_imports():
+    for imp in all_imports() if imports is None else imports:
         if imp.target not in modules() or imp.target == imp.source:
             continue
         here, there = floor(imp.source), floor(imp.target)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from observe_support import Engine, MetricsServer, Reply, vllm_text
+from observe_support import Engine, FakeClock, MetricsServer, Reply, vllm_text
 
 from spectune.cli.main import cli
 from spectune.documents.exposition import parse_exposition
@@ -80,7 +80,8 @@ def test_the_version_probe_is_capped_and_bounded_in_time(version: Reply) -> None
     """The /version probe took a 300 MB body whole (664 MB resident) and had no deadline."""
     with MetricsServer(lambda n: Reply(200, vllm_text(growing(n))), other={"/version": version}) as srv:
         t0 = time.monotonic()
-        obs = observe_url(srv.url, timeout=2.0, retries=0, window=0.4, interval=0.2, ask_version=True)
+        obs = observe_url(srv.url, timeout=2.0, retries=0, window=0.4, interval=0.2, ask_version=True,
+                          clock=FakeClock().clock())  # the probe's deadline stays real
         assert time.monotonic() - t0 < 10.0
     assert obs.engine.version is None
     assert any("version endpoint did not answer" in n for n in obs.notes)

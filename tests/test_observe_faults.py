@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from observe_support import (
     PROM,
     Engine,
+    FakeClock,
     MetricsServer,
     Reply,
     closed_port,
@@ -41,7 +43,13 @@ from spectune.errors import (
 )
 from spectune.observe import observation_acceptance, observation_operating_point, observe_url
 
-FAST = {"window": 0.6, "interval": 0.2, "backoff": 0.02, "ask_version": False}
+
+def fast() -> dict[str, Any]:
+    """A 0.6 s window, a scrape each 0.2 s, on a fake clock: it takes no real time."""
+    return {"window": 0.6, "interval": 0.2, "backoff": 0.02, "ask_version": False,
+            "clock": FakeClock().clock()}
+
+
 CLI_FAST = ["--window", "0.6", "--interval", "0.2", "-q"]
 
 
@@ -73,9 +81,22 @@ def one_line_error(result, code: int) -> str:  # type: ignore[no-untyped-def]
 
 
 # --------------------------------------------------------------------------- happy paths
+def test_the_window_runs_on_the_clock_it_is_given() -> None:
+    """A 30 s window scraped every 10 s on a fake clock: four scrapes stamped 10 s apart, the
+    window 30 s long, and the waiting done by the clock's sleep (the real clock would have
+    taken 30 s; before observe_url took a clock it could only sleep for real)."""
+    fake = FakeClock()
+    with MetricsServer(lambda n: ok(growing(n))) as srv:
+        obs = observe_url(srv.url, window=30, interval=10, ask_version=False, clock=fake.clock())
+        assert srv.hits == 4
+    assert obs.window.samples == 4 and obs.window.seconds == pytest.approx(30)
+    assert obs.window.interval_seconds == 10 and sum(fake.slept) == pytest.approx(30)
+    assert obs.speculation.drafts == 30  # 10 per scrape interval (growing)
+
+
 def test_window_deltas_through_library() -> None:
     with MetricsServer(lambda n: ok(growing(n))) as srv:
-        obs = observe_url(srv.url, **FAST)  # type: ignore[arg-type]
+        obs = observe_url(srv.url, **fast())
         hits = srv.hits
     steps = hits - 1
     s = obs.speculation
@@ -109,13 +130,13 @@ def test_engines_are_summed_and_model_filtered() -> None:
 
     with MetricsServer(page) as srv:
         with pytest.raises(ObserveUsageError, match=r"several models.*other-model.*tiny-llama"):
-            observe_url(srv.url, **FAST)  # type: ignore[arg-type]
+            observe_url(srv.url, **fast())
         assert srv.hits == 1  # failed on the first scrape, did not wait for the window
         start = srv.hits
-        obs = observe_url(srv.url, model_name="tiny-llama", **FAST)  # type: ignore[arg-type]
+        obs = observe_url(srv.url, model_name="tiny-llama", **fast())
         steps = srv.hits - start - 1
         with pytest.raises(ObserveUsageError, match="'nope' is not served"):
-            observe_url(srv.url, model_name="nope", **FAST)  # type: ignore[arg-type]
+            observe_url(srv.url, model_name="nope", **fast())
     assert obs.model_name == "tiny-llama"
     assert obs.speculation.drafts == 10 * steps + 20 * steps  # engine 0 + engine 1
     assert obs.speculation.per_position is not None
@@ -158,7 +179,7 @@ def test_counter_reset_splits_the_window() -> None:
     script = sequence(ok(growing(0)), ok(growing(1)), ok(restarted, process_start=1795399990.0),
                       ok(later, process_start=1795399990.0))
     with MetricsServer(script) as srv:
-        obs = observe_url(srv.url, **FAST)  # type: ignore[arg-type]
+        obs = observe_url(srv.url, **fast())
     assert len(obs.segments) == 2
     assert obs.segments[1].reset_before is not None
     assert "restarted" in obs.segments[1].reset_before
@@ -177,7 +198,7 @@ def test_reset_seen_from_a_falling_counter_alone() -> None:
     later.drafts, later.draft_tokens, later.accepted, later.per_pos = 11, 28, 17, (9, 6, 2)
     script = sequence(ok(growing(3)), ok(low), ok(later))
     with MetricsServer(script) as srv:
-        obs = observe_url(srv.url, **FAST)  # type: ignore[arg-type]
+        obs = observe_url(srv.url, **fast())
     assert len(obs.segments) == 2
     assert "spec_decode_num_accepted_tokens_per_pos_total" in (obs.segments[1].reset_before or "")
     assert "fell from 104 to 1" in (obs.segments[1].reset_before or "")
@@ -189,7 +210,7 @@ def test_segments_with_different_k_use_the_biggest() -> None:
     k4b = Engine(drafts=5, draft_tokens=20, accepted=4, per_pos=(2, 1, 1, 0), created=1795399999.0)
     script = sequence(ok(growing(0)), ok(growing(10)), ok(k4a), ok(k4b))
     with MetricsServer(script) as srv:
-        obs = observe_url(srv.url, **FAST)  # type: ignore[arg-type]
+        obs = observe_url(srv.url, **fast())
     assert obs.speculation.drafts == 100
     assert "most drafts" in obs.speculation.basis
 
@@ -205,7 +226,7 @@ def test_500s_then_recovery(tmp_path: Path) -> None:
         return ok(growing(n))
 
     with MetricsServer(script) as srv:
-        obs = observe_url(srv.url, retries=3, **FAST)  # type: ignore[arg-type]
+        obs = observe_url(srv.url, retries=3, **fast())
     assert fails["n"] == 2
     assert any("needed 3 attempts" in n and "HTTP 500" in n for n in obs.notes)
     # via the CLI (default backoff 0.5 s): one 500, then fine
@@ -218,7 +239,7 @@ def test_500s_then_recovery(tmp_path: Path) -> None:
 def test_500_forever_is_http_status_fault() -> None:
     with MetricsServer(lambda n: Reply(500, "boom", "text/plain")) as srv:
         with pytest.raises(HTTPStatusFault, match=r"HTTP 500.*\(3 attempts\)"):
-            observe_url(srv.url, retries=2, **FAST)  # type: ignore[arg-type]
+            observe_url(srv.url, retries=2, **fast())
         assert srv.hits == 3
         res = cli_run([srv.url, *CLI_FAST, "--retries", "0"])
     line = one_line_error(res, EXIT_HTTP_STATUS)
@@ -237,7 +258,7 @@ def test_slow_answers_beyond_timeout() -> None:
     with MetricsServer(lambda n: Reply(200, vllm_text(growing(n)), PROM, delay=1.5)) as srv:
         t = time.monotonic()
         with pytest.raises(TimeoutFault, match=r"--timeout 0\.3"):
-            observe_url(srv.url, timeout=0.3, retries=1, **FAST)  # type: ignore[arg-type]
+            observe_url(srv.url, timeout=0.3, retries=1, **fast())
         assert time.monotonic() - t < 3.0
         res = cli_run([srv.url, *CLI_FAST, "--timeout", "0.3", "--retries", "0"])
     line = one_line_error(res, EXIT_TIMEOUT)
@@ -256,7 +277,7 @@ def test_slow_answers_beyond_timeout() -> None:
 def test_bodies_that_are_not_prometheus_text(body: str | bytes, ctype: str, says: str) -> None:
     with MetricsServer(lambda n: Reply(200, body, ctype)) as srv:
         with pytest.raises(BadBodyFault, match=says):
-            observe_url(srv.url, **FAST)  # type: ignore[arg-type]
+            observe_url(srv.url, **fast())
         assert srv.hits == 1  # a bad body is not retried
         res = cli_run([srv.url, *CLI_FAST])
     assert says in one_line_error(res, EXIT_BAD_BODY)
@@ -265,7 +286,7 @@ def test_bodies_that_are_not_prometheus_text(body: str | bytes, ctype: str, says
 def test_connection_refused() -> None:
     url = f"http://127.0.0.1:{closed_port()}/metrics"
     with pytest.raises(ConnectionFault, match=r"connection refused.*\(2 attempts\)"):
-        observe_url(url, retries=1, **FAST)  # type: ignore[arg-type]
+        observe_url(url, retries=1, **fast())
     res = cli_run([url, *CLI_FAST, "--retries", "0"])
     assert "connection refused" in one_line_error(res, EXIT_CONNECTION)
 
@@ -283,14 +304,14 @@ def test_utf8_without_charset() -> None:
         return Reply(200, vllm_text(e).encode("utf-8"), "text/plain")
 
     with MetricsServer(page) as srv:
-        obs = observe_url(srv.url, **FAST)  # type: ignore[arg-type]
+        obs = observe_url(srv.url, **fast())
     assert obs.model_name == "modèle-ü"
 
 
 def test_bare_host_port_gets_metrics_path() -> None:
     with MetricsServer(lambda n: ok(growing(n))) as srv:
         hostport = srv.url.removeprefix("http://").removesuffix("/metrics")
-        obs = observe_url(hostport, **FAST)  # type: ignore[arg-type]
+        obs = observe_url(hostport, **fast())
     assert obs.source.where == srv.url
 
 
@@ -328,13 +349,13 @@ def test_speculation_not_enabled_on_sglang_fails_fast() -> None:
 def test_not_an_llm_server() -> None:
     with MetricsServer(lambda n: Reply(200, "node_load1 0.5\n")) as srv, \
             pytest.raises(SpeculationNotEnabled, match="not a vLLM or SGLang server"):
-        observe_url(srv.url, **FAST)  # type: ignore[arg-type]
+        observe_url(srv.url, **fast())
 
 
 def test_no_speculative_traffic_in_window() -> None:
     with MetricsServer(lambda n: ok(growing(0))) as srv:
         with pytest.raises(NoSpeculativeTraffic, match="0 drafts"):
-            observe_url(srv.url, **FAST)  # type: ignore[arg-type]
+            observe_url(srv.url, **fast())
         res = cli_run([srv.url, *CLI_FAST])
     line = one_line_error(res, EXIT_NO_SPEC_TRAFFIC)
     assert "no speculative traffic" in line and "enabled" in line
@@ -345,7 +366,7 @@ def test_intermediate_failure_is_noted_and_skipped() -> None:
         return Reply(404, "gone", "text/plain") if n == 1 else ok(growing(n))
 
     with MetricsServer(script) as srv:
-        obs = observe_url(srv.url, **FAST)  # type: ignore[arg-type]
+        obs = observe_url(srv.url, **fast())
     assert obs.window.failed_samples == 1
     assert any("sample 1 failed and was skipped" in n for n in obs.notes)
 
@@ -353,13 +374,13 @@ def test_intermediate_failure_is_noted_and_skipped() -> None:
 def test_failed_end_of_window_scrape_raises() -> None:
     with MetricsServer(lambda n: ok(growing(n)) if n < 3 else Reply(500, "x", "text/plain")) as srv, \
             pytest.raises(HTTPStatusFault, match="end-of-window scrape failed"):
-        observe_url(srv.url, retries=0, **FAST)  # type: ignore[arg-type]
+        observe_url(srv.url, retries=0, **fast())
 
 
 # --------------------------------------------------------------------------- SGLang
 def test_sglang_mean_only() -> None:
     with MetricsServer(lambda n: Reply(200, sglang_text(2.2, 0.4, dp_ranks=2))) as srv:
-        obs = observe_url(srv.url, **FAST)  # type: ignore[arg-type]
+        obs = observe_url(srv.url, **fast())
     s = obs.speculation
     assert obs.engine.name == "sglang"
     assert s.per_position is None and "no per-position" in (s.per_position_note or "")
@@ -374,11 +395,11 @@ def test_sglang_mean_only() -> None:
 def test_sglang_idle_and_unknown_k() -> None:
     with MetricsServer(lambda n: Reply(200, sglang_text(0.0, 0.0))) as srv, \
             pytest.raises(NoSpeculativeTraffic, match="cannot tell"):
-        observe_url(srv.url, **FAST)  # type: ignore[arg-type]
+        observe_url(srv.url, **fast())
     with MetricsServer(lambda n: Reply(200, sglang_text(2.0, None))) as srv:
         with pytest.raises(ObserveUsageError, match="--num-speculative-tokens"):
-            observe_url(srv.url, **FAST)  # type: ignore[arg-type]
-        obs = observe_url(srv.url, num_speculative_tokens=4, **FAST)  # type: ignore[arg-type]
+            observe_url(srv.url, **fast())
+        obs = observe_url(srv.url, num_speculative_tokens=4, **fast())
     assert obs.speculation.num_speculative_tokens == 4
 
 
@@ -493,7 +514,7 @@ def test_token_library_callers_are_checked_too() -> None:
     from spectune.observe.scrape import ScrapeOptions
 
     with pytest.raises(ObserveUsageError, match="non-ASCII") as err:
-        observe_url("http://127.0.0.1:9/metrics", token="se’cret", **FAST)  # type: ignore[arg-type]
+        observe_url("http://127.0.0.1:9/metrics", token="se’cret", **fast())
     assert "cret" not in err.value.message
     with pytest.raises(ObserveUsageError, match="line break"):
         ScrapeOptions("http://127.0.0.1:9/metrics", token="a\nb")
@@ -517,7 +538,7 @@ def test_url_that_does_not_parse_is_a_usage_error(url: str) -> None:
     line = one_line_error(cli_run([url, *CLI_FAST]), 2)
     assert "not a valid URL" in line and "hunter2" not in line and "alice" not in line
     with pytest.raises(ObserveUsageError, match="not a valid URL"):
-        observe_url(url, **FAST)  # type: ignore[arg-type]
+        observe_url(url, **fast())
 
 
 def test_scrape_options_repr_hides_url_credentials() -> None:
@@ -542,9 +563,9 @@ def test_engine_metrics_are_checked_once(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(vllm, "flavour", lambda *a: calls.append("vllm") or real_flavour(*a))
     monkeypatch.setattr(sglang, "check_metrics", lambda *a: calls.append("sglang") or real_check(*a))
     with MetricsServer(lambda n: ok(growing(n))) as srv:
-        observe_url(srv.url, **FAST)  # type: ignore[arg-type]
+        observe_url(srv.url, **fast())
     with MetricsServer(lambda n: Reply(200, sglang_text(2.2, 0.4))) as srv:
-        observe_url(srv.url, **FAST)  # type: ignore[arg-type]
+        observe_url(srv.url, **fast())
     assert calls == ["vllm", "sglang"]
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from observe_support import FIXTURES, LOG, SCRAPE, SHARED_FIXTURES, fixture_text
+from observe_support import FIXTURES, LOG, SCRAPE, fixture_text
 
 from spectune.documents.exposition import parse_exposition
 from spectune.documents.window import Capture, Snapshot
@@ -13,10 +15,11 @@ from spectune.observe import detect_engine, observation_acceptance
 
 
 @pytest.mark.parametrize("name", [SCRAPE, LOG])
-def test_copies_equal_shared_fixtures(name: str) -> None:
-    shared = SHARED_FIXTURES / name
-    if not shared.exists():
-        pytest.skip("../shared/reference/fixtures is not beside this checkout")
+def test_copies_equal_shared_fixtures(name: str, shared_dir: Path) -> None:
+    """The copies under tests/fixtures/ are byte for byte the captured originals in ../shared
+    (without ../shared: a skip that says so, a failure under CI)."""
+    shared = shared_dir / "reference" / "fixtures" / name
+    assert shared.is_file(), f"the ../shared beside the checkout lacks reference/fixtures/{name}"
     assert (FIXTURES / name).read_bytes() == shared.read_bytes()
 
 

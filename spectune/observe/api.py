@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,8 @@ from spectune.limits import (
     DEFAULT_WINDOW_SECONDS,
 )
 from spectune.observe.scrape import (
+    SYSTEM_CLOCK,
+    Clock,
     Scrape,
     ScrapeOptions,
     Scraper,
@@ -100,7 +101,8 @@ def observe_url(url: str, *, window: float = DEFAULT_WINDOW_SECONDS,
                 token_env: str | None = DEFAULT_TOKEN_ENV, token_file: str | None = None,
                 ca_bundle: str | None = None, insecure: bool = False,
                 num_speculative_tokens: int | None = None, save_scrapes: str | Path | None = None,
-                progress: ProgressFn | None = None, ask_version: bool = True) -> Observation:
+                progress: ProgressFn | None = None, ask_version: bool = True,
+                clock: Clock = SYSTEM_CLOCK) -> Observation:
     """Observe one window of the server at ``url`` (``host:port`` or a full /metrics URL).
 
     ``window`` and ``interval`` in seconds. The first scrape decides the engine and model
@@ -108,7 +110,8 @@ def observe_url(url: str, *, window: float = DEFAULT_WINDOW_SECONDS,
     intermediate scrape that fails after its retries is skipped and noted; a failed first
     or last scrape raises its fault. ``token`` (else ``token_file``, else ``$token_env``)
     is sent as ``Authorization: Bearer`` and never shown. ``progress(elapsed_seconds)`` is
-    called as the window passes.
+    called as the window passes. ``clock`` paces the window and stamps the scrapes (tests
+    pass a fake one, so that a window passes without waiting).
     """
     if window <= 0 or interval <= 0:
         raise ObserveUsageError("--window and --interval must be positive")
@@ -117,7 +120,7 @@ def observe_url(url: str, *, window: float = DEFAULT_WINDOW_SECONDS,
     opts = ScrapeOptions(normalize_url(url), timeout, retries, backoff, token, ca_bundle, insecure)
     saver = _Saver(save_scrapes)
     notes: list[str] = []
-    with Scraper(opts) as scraper:
+    with Scraper(opts, clock=clock) as scraper:
         first = scraper.scrape()
         saver.add(0, first)
         if first.attempts > 1:
@@ -128,17 +131,17 @@ def observe_url(url: str, *, window: float = DEFAULT_WINDOW_SECONDS,
         version = _engine_version(scraper, engine) if ask_version else None
         snaps = [Snapshot(first.time, first.exposition)]
         failed = 0
-        t0 = time.monotonic()
+        t0 = clock.monotonic()
         step = 1
         while True:
             target = min(step * interval, window)
             while True:
-                now = time.monotonic() - t0
+                now = clock.monotonic() - t0
                 if progress:
                     progress(min(now, window))
                 if now >= target:
                     break
-                time.sleep(min(0.25, target - now))
+                clock.sleep(min(0.25, target - now))
             last = target >= window
             try:
                 s = scraper.scrape()
@@ -156,7 +159,7 @@ def observe_url(url: str, *, window: float = DEFAULT_WINDOW_SECONDS,
             if last:
                 break
             step += 1
-            while step * interval < window and t0 + step * interval < time.monotonic():
+            while step * interval < window and t0 + step * interval < clock.monotonic():
                 step += 1  # a slow scrape ate the next slot(s): do not fire a burst
         if progress:
             progress(window)

@@ -176,6 +176,22 @@ class ScrapeOptions:
         return redact_url(self.url)
 
 
+@dataclass(frozen=True)
+class Clock:
+    """Where observe's time comes from: ``now()`` in Unix seconds, stamped on each scrape;
+    ``monotonic()`` in seconds, pacing the window; ``sleep(seconds)`` between scrapes and
+    between retries. Injectable so that a window passes without waiting in tests (a fake
+    clock whose sleep moves it on). A request's deadline stays on the real clock: it waits
+    for a real server."""
+
+    now: Callable[[], float] = time.time
+    monotonic: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+SYSTEM_CLOCK = Clock()
+
+
 @dataclass(frozen=True, eq=False)
 class Scrape:
     """One successful scrape: wall-clock ``time`` (Unix seconds, when the answer was complete),
@@ -225,11 +241,14 @@ def _classify_connection_error(err: BaseException, where: str) -> ObserveError:
 
 class Scraper:
     """Fetches and parses ``/metrics`` with the retry, timeout, token and TLS policy of
-    :class:`ScrapeOptions`. ``sleep`` is injectable for tests."""
+    :class:`ScrapeOptions`. ``clock`` stamps each scrape and sleeps between retries
+    (``sleep``, when given, sleeps instead)."""
 
-    def __init__(self, options: ScrapeOptions, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, options: ScrapeOptions, sleep: Callable[[float], None] | None = None, *,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.options = options
-        self._sleep = sleep
+        self._clock = clock
+        self._sleep = sleep or clock.sleep
         self._session = self._new_session()
         if options.insecure:
             import urllib3
@@ -374,7 +393,7 @@ class Scraper:
         for i in range(attempts):
             try:
                 text, ctype = self._attempt()
-                when = time.time()
+                when = self._clock.now()
                 try:
                     expo = parse_exposition(text, ctype)
                 except BadBodyFault as err:
