@@ -33,15 +33,16 @@ def _set_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> None:
         set_quiet(True)
 
 
-def add_quiet(cmd: click.Command) -> None:
+def add_quiet(cmd: click.Command, *, recurse: bool = True) -> None:
     """Give ``cmd`` and every subcommand ``-q/--quiet`` with one meaning everywhere: no notes
     on stderr (:mod:`spectune.notes`). A command that declares its own keeps it (observe's
     also turns its progress bar off)."""
     if not any(p.name == "quiet" for p in cmd.params):
         cmd.params.append(click.Option(["-q", "--quiet"], is_flag=True, expose_value=False,
                                        is_eager=True, callback=_set_quiet, help=QUIET_HELP))
-    for sub in getattr(cmd, "commands", {}).values():
-        add_quiet(sub)
+    if recurse:  # (the main group's commands get it as they load: spectune.cli.main.LazyCommands)
+        for sub in getattr(cmd, "commands", {}).values():
+            add_quiet(sub)
 
 
 # --dtype KEY=DTYPE: wherever a model is taken (cost, speedup, init); spectune.documents.user_model reads it.
@@ -66,3 +67,24 @@ def lengths_options(fn: Any) -> Any:
     )):
         fn = opt(fn)
     return fn
+
+
+class Duration(click.ParamType):
+    """Seconds from ``90``, ``20s``, ``5m``, ``1h`` (Prometheus' duration units):
+    :func:`spectune.api.window_seconds`."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        from spectune.api import window_seconds
+        from spectune.errors import ObserveUsageError
+
+        try:
+            return window_seconds(value)
+        except ObserveUsageError as err:
+            self.fail(err.message, param, ctx)
+
+
+DURATION = Duration()

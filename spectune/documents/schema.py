@@ -20,11 +20,11 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from spectune.api import PROFILE_LIST
 from spectune.documents.calibration import CALIBRATION
 from spectune.documents.check_report import CHECK_REPORT
 from spectune.documents.docspec import Kind
 from spectune.documents.observation import OBSERVATION
+from spectune.documents.profile_list import PROFILE_LIST
 from spectune.documents.profile_spec import PROFILE
 from spectune.documents.results import (
     RECOMMENDATION,
