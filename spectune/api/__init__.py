@@ -26,9 +26,10 @@ Every command of the command line has its function here:
 ``docs``                    :func:`schema`, :func:`schema_kinds`, :func:`docs`, :func:`doc_names`
 ==========================  =============================================================
 
-The functions live in :mod:`spectune.api.profiles`, :mod:`spectune.api.tuning` and
-:mod:`spectune.api.observing`; import them from here. Importing this package is cheap: each
-function loads what it needs when it runs.
+The functions live in :mod:`spectune.api.profiles`, :mod:`spectune.api.tuning`,
+:mod:`spectune.api.explain` and :mod:`spectune.api.observing`; import them from here.
+Importing this package is cheap: a name loads its module on first use, and each function
+loads what it needs when it runs.
 
 Example::
 
@@ -41,67 +42,132 @@ Example::
 
 from __future__ import annotations
 
-from spectune.api.observing import (
-    TOKEN_ENV,
-    check,
-    check_directory,
-    fleet,
-    observe_log,
-    observe_prometheus,
-    observe_url,
-    recommend_prometheus,
-    rules,
-    speculative_config,
-    window_seconds,
-)
-from spectune.api.profiles import (
-    PROFILE_KINDS,
-    PROFILE_LIST,
-    doc_names,
-    docs,
-    init_profile,
-    list_profiles,
-    load_observation,
-    load_profile,
-    profile_names,
-    schema,
-    schema_kinds,
-    show_profile,
-)
-from spectune.api.tuning import (
-    DEFAULT_ADAPTIVE_PATH,
-    Extras,
-    SpeedupResult,
-    Tuning,
-    calibrate,
-    cost,
-    costs,
-    document,
-    emit,
-    extras,
-    memory_warning,
-    recommend,
-    report,
-    speedup,
-    speedup_result,
-    tune,
-    widthdepth,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:  # the real names, for type checkers; at run time they load on first use
+    from spectune.api.explain import (
+        SpeedupResult,
+        cost,
+        costs,
+        memory_warning,
+        speedup,
+        speedup_result,
+        widthdepth,
+    )
+    from spectune.api.observing import (
+        TOKEN_ENV,
+        calibrate,
+        check,
+        check_directory,
+        fleet,
+        observe_log,
+        observe_prometheus,
+        observe_url,
+        recommend_prometheus,
+        rules,
+        speculative_config,
+        window_seconds,
+    )
+    from spectune.api.profiles import (
+        PROFILE_KINDS,
+        PROFILE_LIST,
+        doc_names,
+        docs,
+        init_profile,
+        list_profiles,
+        load_observation,
+        load_profile,
+        profile_names,
+        schema,
+        schema_kinds,
+        show_profile,
+    )
+    from spectune.api.tuning import (
+        DEFAULT_ADAPTIVE_PATH,
+        Extras,
+        Tuning,
+        document,
+        emit,
+        extras,
+        recommend,
+        report,
+        tune,
+    )
+
+# name -> the module of spectune.api that defines it. A name loads its module on first use
+# (PEP 562), so `spectune recommend` compiles and imports the tuning alone, not the observing.
+_WHERE = {
+    **dict.fromkeys((
+        'TOKEN_ENV', 'calibrate', 'check', 'check_directory', 'fleet', 'observe_log', 'observe_prometheus',
+        'observe_url', 'recommend_prometheus', 'rules', 'speculative_config', 'window_seconds',
+    ), 'spectune.api.observing'),
+    **dict.fromkeys((
+        'PROFILE_KINDS', 'PROFILE_LIST', 'doc_names', 'docs', 'init_profile', 'list_profiles',
+        'load_observation', 'load_profile', 'profile_names', 'schema', 'schema_kinds', 'show_profile',
+    ), 'spectune.api.profiles'),
+    **dict.fromkeys((
+        'DEFAULT_ADAPTIVE_PATH', 'Extras', 'Tuning', 'document', 'emit', 'extras', 'recommend', 'report',
+        'tune',
+    ), 'spectune.api.tuning'),
+    **dict.fromkeys((
+        'SpeedupResult', 'cost', 'costs', 'memory_warning', 'speedup', 'speedup_result', 'widthdepth',
+    ), 'spectune.api.explain'),
+}
 __all__ = [
-    "DEFAULT_ADAPTIVE_PATH", "PROFILE_KINDS", "PROFILE_LIST", "TOKEN_ENV", "Extras", "SpeedupResult",
-    "Tuning", "calibrate", "check", "check_directory", "cost", "costs", "doc_names", "docs", "document",
-    "emit", "extras", "fleet", "init_profile", "list_profiles", "load_observation", "load_profile",
-    "memory_warning",
-    "observe_log", "observe_prometheus", "observe_url", "profile_names", "recommend", "recommend_prometheus",
-    "report", "rules", "schema", "schema_kinds", "show_profile", "speculative_config", "speedup",
-    "speedup_result", "tune", "widthdepth", "window_seconds",
+    'DEFAULT_ADAPTIVE_PATH',
+    'PROFILE_KINDS',
+    'PROFILE_LIST',
+    'TOKEN_ENV',
+    'Extras',
+    'SpeedupResult',
+    'Tuning',
+    'calibrate',
+    'check',
+    'check_directory',
+    'cost',
+    'costs',
+    'doc_names',
+    'docs',
+    'document',
+    'emit',
+    'extras',
+    'fleet',
+    'init_profile',
+    'list_profiles',
+    'load_observation',
+    'load_profile',
+    'memory_warning',
+    'observe_log',
+    'observe_prometheus',
+    'observe_url',
+    'profile_names',
+    'recommend',
+    'recommend_prometheus',
+    'report',
+    'rules',
+    'schema',
+    'schema_kinds',
+    'show_profile',
+    'speculative_config',
+    'speedup',
+    'speedup_result',
+    'tune',
+    'widthdepth',
+    'window_seconds',
 ]
 
-# The public face: each function and result type says it is spectune.api's (help(), repr,
-# documentation), wherever in the package it is defined.
-for _name in __all__:
-    _obj = globals()[_name]
-    if callable(_obj) and getattr(_obj, "__module__", "").startswith("spectune.api."):
-        _obj.__module__ = __name__
-del _name, _obj
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'spectune.api' has no attribute {name!r}")
+    value = getattr(import_module(_WHERE[name]), name)
+    # The public face: a function or result type says it is spectune.api's (help(), repr).
+    if callable(value) and getattr(value, "__module__", "").startswith("spectune.api."):
+        value.__module__ = __name__
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

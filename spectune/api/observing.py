@@ -1,8 +1,9 @@
 """The public API, part three: what a running server or the Prometheus that scrapes it says,
 and what spectune makes of it -- one server observed, every group of a fleet observed and
-recommended for, the CI gate over one configuration or a directory of manifests, the
-Prometheus rules (``spectune observe``, ``fleet``, ``recommend --prometheus``, ``check``,
-``rules``). Import it as :mod:`spectune.api`."""
+recommended for, engine constants fitted to observed windows, the CI gate over one
+configuration or a directory of manifests, the Prometheus rules (``spectune observe``,
+``fleet``, ``recommend --prometheus``, ``calibrate``, ``check``, ``rules``). Import it as
+:mod:`spectune.api`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spectune.api.profiles import deployment, load_profile
+from spectune.api.profiles import deployment, load_observation, load_profile
 
 if TYPE_CHECKING:
     from spectune.core.deployment import Deployment
@@ -239,3 +240,23 @@ def _is_fleet(ref: Deployment | str | Path) -> bool:
 
     data = parse_yaml(read_text(ref), str(ref)).data
     return isinstance(data, dict) and "deployments" in data
+
+
+def calibrate(profile: Deployment | str | Path,
+              observations: Sequence[Observation | str | Path]) -> Document:
+    """Fit ``profile``'s engine constants to the step times of observed windows of its own
+    server (``spectune calibrate``): ``observe -o yaml`` files or Observations, speculation
+    off and on, at one or more concurrencies. Returns the Calibration document (its
+    ``notes`` say what the windows could not separate); pass its file to
+    ``recommend(..., calibration=FILE)``. Too few or unusable windows: InputError."""
+    from spectune.core.calibrate import CalibrationError
+    from spectune.documents.calibration import calibrate_observations
+    from spectune.errors import InputError, ObserveUsageError
+
+    names = [str(o) if isinstance(o, (str, Path)) else f"observation[{i}]"
+             for i, o in enumerate(observations)]
+    try:
+        obs = [load_observation(o) if isinstance(o, (str, Path)) else o for o in observations]
+        return calibrate_observations(deployment(profile), obs, names)
+    except (CalibrationError, ObserveUsageError) as err:
+        raise InputError(str(err)) from None
