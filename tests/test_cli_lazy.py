@@ -166,3 +166,56 @@ def test_setup_commands_through_the_api() -> None:
     assert "b200" in api.profile_names("gpus") and EXAMPLE in api.profile_names("examples")
     with pytest.raises(InputError, match="no built-in profile named"):
         api.show_profile("b2000")
+
+
+# Every option of every command has its parameter in the API functions the command calls
+# (renamed where the API speaks of the thing, not the flag); only the rendering is the CLI's.
+RENDERING = {"fmt", "detail", "quiet", "shell"}
+RENAMES = {"batches": "batch_sizes", "contexts": "context_lengths", "observed": "observation",
+           "emit_kind": "kind", "rounds_file": "rounds", "metrics_url": "url",
+           "batch_mix_values": "batch_mix",
+           "adaptive_config_path": "adaptive_path", "spec_config": "speculative_config", "log_file": "path",
+           "source": "profile", "peak": "achieved"}
+
+
+# Renames of one command: observe --prometheus URL is observe_prometheus(url).
+HERE = {"observe": {"prometheus": ("url",)}}
+
+
+def _params(fn: object) -> set[str]:
+    import inspect
+
+    from spectune.observe.api import observe_url as observe_one
+
+    sig = inspect.signature(fn)  # type: ignore[arg-type]
+    names = {n for n, p in sig.parameters.items() if p.kind is not p.VAR_KEYWORD}
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):  # options passed on: follow them
+        target = observe_one if fn is api.observe_url else api.observe_prometheus
+        names |= {n for n, p in inspect.signature(target).parameters.items() if p.kind is not p.VAR_KEYWORD}
+    return names
+
+
+COVERED_BY = {
+    "recommend": ("tune", "extras", "emit", "observe_url", "recommend_prometheus"),
+    "emit": ("tune", "emit"), "report": ("report",), "check": ("check", "check_directory"),
+    "cost": ("costs",), "speedup": ("speedup_result",), "widthdepth": ("widthdepth",),
+    "observe": ("observe_url", "observe_log", "observe_prometheus"), "fleet": ("fleet",),
+    "rules": ("rules",), "calibrate": ("calibrate",), "init": ("init_profile",),
+    "profiles list": ("list_profiles",), "profiles show": ("show_profile",), "schema": ("schema",),
+    "docs": ("docs",), "completion": (),
+}
+
+
+def test_the_api_offers_every_option_of_the_command_line() -> None:
+    missing = []
+    for name in COMMANDS:
+        cmd = cli.commands[name]
+        subs = getattr(cmd, "commands", None)
+        for sub in (subs.values() if subs else [cmd]):
+            key = f"{name} {sub.name}" if subs else name
+            offered = set().union(*(_params(getattr(api, f)) for f in COVERED_BY[key]))
+            for p in sub.params:
+                names = {p.name, RENAMES.get(str(p.name)), *HERE.get(key, {}).get(str(p.name), ())}
+                if p.name not in RENDERING and not names & offered:
+                    missing.append(f"{key}: --{p.name}")
+    assert not missing, missing

@@ -152,13 +152,19 @@ def extras(rec: Recommendation | Deployment, *, ragged: bool = False, rounds: st
     return Extras(grid, good, tuple(found))
 
 
-def report(profile: Deployment | str | Path, **options: Any) -> tuple[Tuning, list[tuple[str, str]]]:
-    """What ``spectune report`` draws: the :func:`tune` of ``profile`` (``options`` as it
-    takes them) and the source of every built-in the deployment uses (name, where). The page
-    itself is :func:`spectune.render.report.report_html`."""
+def report(profile: Deployment | str | Path, *, observation: Observation | str | Path | None = None,
+           match: Sequence[str] = (), alpha: float | None = None, batch_sizes: Sequence[int] = (),
+           context_lengths: Sequence[int] = (), gamma_max: int | None = None,
+           calibration: str | Path | None = None, prompt_tokens: float | None = None,
+           output_tokens: float | None = None) -> tuple[Tuning, list[tuple[str, str]]]:
+    """What ``spectune report`` draws: the :func:`tune` of ``profile`` (the options as
+    :func:`recommend` takes them) and the source of every built-in the deployment uses (name,
+    where). The page itself is :func:`spectune.render.report.report_html`."""
     from spectune.documents.profiles import builtin_sources
 
-    tuned = tune(profile, **options)
+    tuned = tune(profile, observation=observation, match=match, alpha=alpha, batch_sizes=batch_sizes,
+                 context_lengths=context_lengths, gamma_max=gamma_max, calibration=calibration,
+                 prompt_tokens=prompt_tokens, output_tokens=output_tokens)
     return tuned, builtin_sources(tuned.recommendation.deployment)
 
 
