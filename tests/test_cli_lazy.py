@@ -89,6 +89,12 @@ def test_help_lists_every_command_as_click_would() -> None:
     assert fmt.getvalue() == "Commands:\n" + listed
 
 
+def test_profile_kinds_are_the_apis() -> None:
+    from spectune.cli.setup import KIND_CHOICE
+
+    assert tuple(KIND_CHOICE.choices) == api.PROFILE_KINDS
+
+
 def test_no_command_module_imports_another() -> None:
     shared = {"spectune.cli.options", "spectune.cli.params", "spectune.cli.main"}
     bad = []

@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spectune.documents.envelope import Document
-from spectune.documents.profile_list import PROFILE_KINDS, PROFILE_LIST
+from spectune.documents.profile_list import PROFILE_KINDS as PROFILE_KINDS  # re-exported by spectune.api
+from spectune.documents.profile_list import PROFILE_LIST as PROFILE_LIST
 
 if TYPE_CHECKING:
     from spectune.core.deployment import Deployment
     from spectune.documents.observation import Observation
-
-__all__ = ["PROFILE_KINDS", "PROFILE_LIST"]  # re-exported by spectune.api (defined in documents)
 
 
 def load_profile(profile: str | Path) -> Deployment:

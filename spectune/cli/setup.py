@@ -11,6 +11,8 @@ from spectune.cli.params import DTYPE_OPTION
 from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
 from spectune.notes import notes
 
+# spectune.api.PROFILE_KINDS, spelled out: importing the API here would slow `spectune completion`,
+# which a shell runs at every start (tests/test_cli_lazy.py keeps the two equal).
 KIND_CHOICE = click.Choice(["gpus", "models", "drafters", "engines", "examples"])
 
 
