@@ -13,9 +13,9 @@ NumPy or the HTTP client.
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib import import_module
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -61,8 +61,10 @@ FUNCTIONS = ("calibrate", "check", "cost", "document", "emit", "list_profiles", 
 # API functions that share their name with a submodule of spectune itself (none since the role
 # packages: spectune/recommend.py is spectune/core/recommend.py). Kept general: one added later
 # (say spectune/fleet.py beside an API ``fleet``) must stay the function after the import.
-_HERE = Path(__file__).resolve().parent
-NAMESAKES = tuple(n for n in FUNCTIONS if (_HERE / f"{n}.py").is_file() or (_HERE / n).is_dir())
+# (os.path, not pathlib: `spectune --help` must cost click alone, and pathlib is 5 ms more.)
+_HERE = os.path.dirname(os.path.abspath(__file__))
+NAMESAKES = tuple(n for n in FUNCTIONS if os.path.isfile(os.path.join(_HERE, f"{n}.py"))
+                  or os.path.isdir(os.path.join(_HERE, n)))
 # name -> module that defines it
 _WHERE = {
     **dict.fromkeys(FUNCTIONS, "spectune.api"),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,11 @@ from spectune.core.recommend import Recommendation
 from spectune.core.speedup import speedup_grid
 from spectune.documents.envelope import Document
 from spectune.documents.fleet_documents import FLEET_REPORT
+
+if TYPE_CHECKING:
+    from spectune.documents.fleet_file import FleetFile
+    from spectune.documents.observation import Observation
+    from spectune.observe.prometheus import Fleet as ObservedFleet
 
 
 @dataclass(frozen=True)
@@ -102,3 +108,88 @@ def fleet_report_doc(rows: Sequence[FleetRow], source: Mapping[str, object], not
             "recommendation": recommendation_doc(r.rec),
         })
     return FLEET_REPORT.dump({"source": source, "groups": groups, "notes": notes})
+
+
+def deployment_row(obs: Observation, profile: str, config: str | None = None,
+                   gamma_max: int | None = None) -> FleetRow:
+    """The recommendation for one observed group (its acceptance and batch mix applied to
+    ``profile``) against the gamma its serving ``config`` sets (when given)."""
+    from dataclasses import replace
+
+    from spectune.core.recommend import recommend
+    from spectune.documents.profiles import load_deployment
+    from spectune.engines.serving_config import read_serving_config
+    from spectune.observe.apply import apply_observation
+
+    applied = apply_observation(load_deployment(profile), obs)
+    dep = applied.deployment
+    if gamma_max:
+        dep = replace(dep, gamma_max=gamma_max)
+    rec = recommend(dep)
+    current = None
+    found = list(applied.notes)
+    if config:
+        conf = read_serving_config(config)
+        current = conf.gamma_at
+        found += conf.warnings
+    return fleet_row(obs.labels, rec, applied.batch_mix, current, config, [*found, *rec.notes])
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    """The fleet as observed (``observed``: the Fleet of ``observe --prometheus``), one
+    :class:`FleetRow` per deployment, and the notes about groups and entries that did not
+    pair up. ``document`` is the ``FleetReport``."""
+
+    rows: tuple[FleetRow, ...]
+    observed: ObservedFleet
+    notes: tuple[str, ...] = ()
+
+    @property
+    def document(self) -> Document:
+        from spectune.documents.results import recommendation_doc
+
+        fleet = self.observed
+        q = fleet.query
+        source = {"prometheus": fleet.source, "selector": f"{{{q.matchers}}}" if q.matchers else None,
+                  "by": list(q.by), "window_seconds": q.window, "end": fleet.to_dict()["window"]["end"]}
+        return fleet_report_doc(self.rows, source, [*fleet.notes, *self.notes], recommendation_doc)
+
+
+def profile_rows(observed: ObservedFleet, profile: str, match: Sequence[str] = (), *, grouped: bool = False,
+                 gamma_max: int | None = None) -> FleetResult:
+    """``recommend PROFILE --prometheus URL``: every group (those ``match``, LABEL=VALUE
+    strings, selects) against the one ``profile``; several models under one profile is a
+    usage error unless ``match`` or ``grouped`` (``--by``) says which."""
+    from spectune.errors import ObserveUsageError
+    from spectune.observe.prometheus import describe_labels, select_groups
+
+    groups = select_groups(observed, match) if match else list(observed.observations)
+    models = sorted({o.model_name or "" for o in groups})
+    if len(models) > 1 and not grouped and not match:
+        have = "; ".join(describe_labels(o.labels) for o in groups)
+        raise ObserveUsageError(
+            f"the selector matches {len(models)} models ({', '.join(models)}) and one PROFILE describes "
+            f"one: choose with --match model_name=NAME (groups: {have}), group with --by LABEL, or map "
+            "each to its profile with `spectune fleet FLEET.yaml`")
+    return FleetResult(tuple(deployment_row(o, profile, None, gamma_max) for o in groups), observed)
+
+
+def file_rows(observed: ObservedFleet, fleet_file: FleetFile, name: str) -> FleetResult:
+    """``spectune fleet FLEET.yaml``: each entry's groups against its profile and serving
+    config; notes for an entry no group matches and a group no entry covers."""
+    from spectune.observe.prometheus import describe_labels, select_groups
+
+    rows, found, used = [], [], set()
+    for e in fleet_file.entries:
+        match = [f"{k}={v}" for k, v in e.match.items()]
+        groups = select_groups(observed, match, required=False)
+        if not groups:
+            found.append(f"{name}: no group matches {', '.join(match)} in the window")
+        for obs in groups:
+            used.add(id(obs))
+            rows.append(deployment_row(obs, e.profile, e.config))
+    for obs in observed.observations:
+        if id(obs) not in used:
+            found.append(f"group {describe_labels(obs.labels)} is in no deployments entry of {name}")
+    return FleetResult(tuple(rows), observed, tuple(found))

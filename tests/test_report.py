@@ -299,7 +299,7 @@ def test_wide_terminal_cells_carry_tpot_and_limiter(monkeypatch: pytest.MonkeyPa
     import os
     import shutil
 
-    from spectune.cli import main as cli_module
+    from spectune.cli import options as cli_module
 
     doc = _clean(recommendation_doc(recommend(load_deployment(EXAMPLE))))
     wide = render(doc, "table", variant="wide")
@@ -310,12 +310,12 @@ def test_wide_terminal_cells_carry_tpot_and_limiter(monkeypatch: pytest.MonkeyPa
     # chosen only for a terminal wide enough; never for pipes, files or other formats
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
     monkeypatch.setattr(shutil, "get_terminal_size", lambda *a: os.terminal_size((200, 50)))
-    assert cli_module._table_variant(False, "table", 3) == "wide"
-    assert cli_module._table_variant(False, "table", 6) == ""
-    assert cli_module._table_variant(False, "json", 3) == ""
-    assert cli_module._table_variant(True, "table", 3) == "detail"
+    assert cli_module.table_variant(False, "table", 3) == "wide"
+    assert cli_module.table_variant(False, "table", 6) == ""
+    assert cli_module.table_variant(False, "json", 3) == ""
+    assert cli_module.table_variant(True, "table", 3) == "detail"
     monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)
-    assert cli_module._table_variant(False, "table", 3) == ""
+    assert cli_module.table_variant(False, "table", 3) == ""
 
 
 def test_report_with_an_observation_matches_recommend(runner: CliRunner, tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
-"""The ``spectune observe`` click command: parses options, calls :mod:`spectune.observe`,
-renders. No arithmetic here. Registered on the main group by ``spectune.cli.main``."""
+"""``spectune observe``: parses options, calls :func:`spectune.api.observe_url`,
+:func:`spectune.api.observe_log` or :func:`spectune.api.observe_prometheus`, renders. No
+arithmetic here. Listed in the command table of ``spectune.cli.main``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 
 import click
 
-from spectune.cli.params import FiniteFloatRange
+from spectune.cli.options import FORMATS, prometheus_options
+from spectune.cli.params import DURATION, FiniteFloatRange
 from spectune.errors import EXIT_CODES
 from spectune.limits import (
     DEFAULT_INTERVAL_SECONDS,
@@ -24,61 +26,6 @@ from spectune.limits import (
     MIN_TIMEOUT_SECONDS,
 )
 
-
-def window_seconds(text: str) -> float:
-    """Seconds of a window (``--window``): :func:`spectune.documents.durations.window_seconds`."""
-    from spectune.documents.durations import window_seconds as seconds
-
-    return seconds(text)
-
-
-def tpot_seconds(text: str) -> float:
-    """Seconds of a TPOT target (``--tpot-slo``; a bare number is milliseconds):
-    :func:`spectune.documents.durations.tpot_seconds`."""
-    from spectune.documents.durations import tpot_seconds as seconds
-
-    return seconds(text)
-
-
-class Duration(click.ParamType):
-    """Seconds from ``90``, ``20s``, ``5m``, ``1h`` (Prometheus' duration units)."""
-
-    name = "DURATION"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        if isinstance(value, (int, float)):
-            return float(value)
-        from spectune.errors import ObserveUsageError
-
-        try:
-            return window_seconds(value)
-        except ObserveUsageError as err:
-            self.fail(err.message, param, ctx)
-
-
-DURATION = Duration()
-
-_PROMETHEUS_OPTIONS = [
-    click.option("--prometheus", metavar="URL",
-                 help="Ask this Prometheus (base URL) instead of scraping one server: one observation "
-                      "per group of servers it scrapes."),
-    click.option("--selector", metavar="'{LABEL=\"VALUE\",...}'",
-                 help="With --prometheus: label matchers every series must satisfy."),
-    click.option("--by", multiple=True, metavar="LABEL[,LABEL]",
-                 help="With --prometheus: group by these labels too (model_name always), e.g. deployment."),
-    click.option("--at", metavar="TIME",
-                 help="With --prometheus: the window's end (RFC 3339 or Unix seconds; default now)."),
-    click.option("--org-id", metavar="TENANT",
-                 help="With --prometheus: X-Scope-OrgID header (Cortex, Mimir, Thanos tenants)."),
-]
-
-
-def prometheus_options(fn: Any) -> Any:
-    for opt in reversed(_PROMETHEUS_OPTIONS):
-        fn = opt(fn)
-    return fn
-
-
 _EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>2}  {meaning}" for code, _, meaning in
                                           ((0, None, "success"), *EXIT_CODES))
 
@@ -88,7 +35,7 @@ _EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>2}  {meaning}" for code, _,
 @click.option("--log", "log_file", type=click.Path(dir_okay=False, allow_dash=True),
               help="Read vLLM 'SpecDecoding metrics' log lines from FILE ('-' = stdin) instead of a URL.")
 @click.option("-o", "--output", "fmt", default="table", show_default=True,
-              type=click.Choice(["table", "yaml", "json", "markdown"]),
+              type=click.Choice(FORMATS),
               help="Output format; yaml/json load back with `recommend --observed FILE`.")
 @click.option("--window", type=DURATION, default=None,
               help="How long to observe: seconds or 20s, 5m, 1h [default: 60 s; 1h with --prometheus].")
@@ -140,28 +87,29 @@ def observe(url: str | None, log_file: str | None, fmt: str, window: float | Non
     and range queries over the window ending --at) and one observation is printed per group
     of series: model_name plus the --by labels.
     """
+    import spectune.api as api
     from spectune.errors import ObserveUsageError
     from spectune.render.formats import render
 
     if sum(x is not None for x in (url, log_file, prometheus)) != 1:
         raise ObserveUsageError("give a metrics URL, --log FILE or --prometheus URL (one of them)")
     if prometheus is not None:
-        fleet = observe_fleet(prometheus, window=window, interval=interval, selector=selector, by=by,
-                              at=at, timeout=timeout, token_env=token_env, token_file=token_file,
-                              ca_bundle=ca_bundle, insecure=insecure, org_id=org_id,
-                              num_speculative_tokens=num_speculative_tokens)
+        fleet = api.observe_prometheus(prometheus, window=window, interval=interval, selector=selector, by=by,
+                                       at=at, timeout=timeout, token_env=token_env, token_file=token_file,
+                                       ca_bundle=ca_bundle, insecure=insecure, org_id=org_id,
+                                       num_speculative_tokens=num_speculative_tokens)
         click.echo(render(fleet.to_dict(), fmt), nl=False)
         return
     if window is None:
         window = DEFAULT_WINDOW_SECONDS
-    settings = _speculative_config(spec_config)
+    try:  # bad input before the window, not after
+        settings = api.speculative_config(spec_config)
+    except ObserveUsageError as err:
+        message = err.message.replace("speculative_config:", "--speculative-config:", 1)
+        raise ObserveUsageError(message) from None
     if log_file is not None:
-        from spectune.observe.log import observe_log
-
-        obs = observe_log(log_file)
+        obs = api.observe_log(log_file, speculative_config=settings)
     else:
-        from spectune.observe.api import observe_url
-
         with contextlib.ExitStack() as stack:
             progress: _Progress | None = None
             if not quiet and _stderr_is_terminal():
@@ -169,49 +117,13 @@ def observe(url: str | None, log_file: str | None, fmt: str, window: float | Non
                 bar = stack.enter_context(click.progressbar(length=ticks, file=sys.stderr,
                                                             label=f"observing {window:g} s", show_eta=True))
                 progress = _Progress(bar, ticks)
-            obs = observe_url(url or "", window=window, interval=interval, model_name=model_name,
-                              timeout=timeout, retries=retries, token_env=token_env, token_file=token_file,
-                              ca_bundle=ca_bundle, insecure=insecure,
-                              num_speculative_tokens=num_speculative_tokens, save_scrapes=save_scrapes,
-                              progress=progress)
-    if settings is not None:
-        from dataclasses import replace
-
-        obs = replace(obs, speculative_config=settings)
+            obs = api.observe_url(url or "", window=window, interval=interval, model_name=model_name,
+                                  timeout=timeout, retries=retries, token_env=token_env,
+                                  token_file=token_file,
+                                  ca_bundle=ca_bundle, insecure=insecure,
+                                  num_speculative_tokens=num_speculative_tokens, save_scrapes=save_scrapes,
+                                  progress=progress, speculative_config=settings)
     click.echo(render(obs.to_dict(), fmt), nl=False)
-
-
-def observe_fleet(prometheus: str, *, window: float | None, interval: float, selector: str | None,
-                  by: tuple[str, ...], at: str | None, timeout: float, token_env: str | None,
-                  token_file: str | None, ca_bundle: str | None, insecure: bool, org_id: str | None,
-                  num_speculative_tokens: int | None = None) -> Any:
-    """``observe --prometheus`` (and ``recommend``/``fleet``): the token from the file or
-    variable (never printed), --at parsed, the Fleet observed."""
-    from spectune.observe.prometheus import observe_prometheus, parse_time
-    from spectune.observe.scrape import resolve_token
-
-    return observe_prometheus(prometheus, window=window or 3600.0, at=parse_time(at), interval=interval,
-                              selector=selector, by=by, timeout=timeout,
-                              token=resolve_token(token_env, token_file), ca_bundle=ca_bundle,
-                              insecure=insecure, org_id=org_id,
-                              num_speculative_tokens=num_speculative_tokens)
-
-
-def _speculative_config(text: str | None) -> dict[str, Any] | None:
-    """``--speculative-config`` JSON as a mapping (exit 2 on anything else)."""
-    if text is None:
-        return None
-    from spectune.documents.inputs import JsonProblem, parse_json
-    from spectune.errors import ObserveUsageError
-
-    try:
-        cfg = parse_json(text)
-    except JsonProblem as err:
-        raise ObserveUsageError(f"--speculative-config: not JSON spectune reads ({err.message})") from None
-    if not isinstance(cfg, dict):
-        raise ObserveUsageError("--speculative-config: expected a JSON object, e.g. "
-                                '\'{"method": "ngram", "num_speculative_tokens": 3}\'')
-    return cfg
 
 
 def _quiet(on: bool) -> bool:

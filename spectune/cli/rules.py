@@ -1,5 +1,5 @@
 """The ``spectune rules`` click command: parses options, calls :func:`spectune.api.rules`,
-prints the rules file. Registered on the main group by ``spectune.cli.main``."""
+prints the rules file. Listed in the command table of ``spectune.cli.main``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import shlex
 
 import click
 
-from spectune.cli.observe import DURATION
-from spectune.cli.params import FiniteFloatRange
+from spectune.cli.params import DURATION, FiniteFloatRange
 from spectune.limits import MAX_CONTEXT
 
 

@@ -20,6 +20,11 @@ from spectune.engines.registry import ENGINES, engine_of_snippet
 EMIT_KINDS = tuple(kind for engine in ENGINES.values() for kind in engine.SNIPPET_KINDS)
 
 
+def emit_kinds() -> dict[str, str]:
+    """Every snippet kind, engine by engine, and what it is (``spectune emit --help``)."""
+    return {kind: what for engine in ENGINES.values() for kind, what in engine.SNIPPET_KINDS.items()}
+
+
 @dataclass
 class Snippet:
     text: str
@@ -56,4 +61,4 @@ def emit_snippet(rec: Recommendation, kind: str, weights: Mapping[int, float] | 
     return snip.text
 
 
-__all__ = ["EMIT_KINDS", "Plan", "Snippet", "build_snippet", "emit_snippet", "make_plan"]
+__all__ = ["EMIT_KINDS", "Plan", "Snippet", "build_snippet", "emit_kinds", "emit_snippet", "make_plan"]

@@ -37,7 +37,7 @@ class Engine(Protocol):
     NAME: str  # as in profiles and documents: "vllm"
     LABEL: str  # as in messages: "vLLM"
     METHODS: dict[str, str]  # spectune drafter kind -> the engine's method for it
-    SNIPPET_KINDS: tuple[str, ...]  # what `spectune emit PROFILE KIND` writes for it
+    SNIPPET_KINDS: dict[str, str]  # what `spectune emit PROFILE KIND` writes for it: kind -> what it is
     VERSION_PATH: str  # HTTP path of the server whose JSON carries its "version"
     LAUNCHES: tuple[str, ...]  # the command lines that launch it (for messages: "vllm serve")
     PREFIX: str  # what its /metrics names start with: "vllm:"

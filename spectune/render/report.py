@@ -252,7 +252,7 @@ def deploy_settings(rec: Recommendation, weights: Mapping[int, float] | None = N
     from spectune.engines.registry import engine_pricing
 
     engine = engine_pricing(rec.deployment.engine)
-    kind = engine.SNIPPET_KINDS[0]  # each engine's first snippet is its launch-line form
+    kind = next(iter(engine.SNIPPET_KINDS))  # each engine's first snippet is its launch-line form
     try:
         snip = build_snippet(rec, kind, weights)
     except SpectuneError as err:

@@ -28,7 +28,11 @@ from spectune.errors import (
 )
 from spectune.limits import DEFAULT_ADAPTIVE_CONFIG
 
-SNIPPET_KINDS: tuple[str, ...] = ("sglang", "sglang-adaptive-config")
+# What `spectune emit PROFILE KIND` writes for SGLang: kind -> what it is (the emit command's help).
+SNIPPET_KINDS: dict[str, str] = {
+    "sglang": "--speculative-* flags for python -m sglang.launch_server",
+    "sglang-adaptive-config": "the JSON file --speculative-adaptive-config reads",
+}
 
 # --------------------------------------------------------------------------- settings emitted
 # spectune drafter kind -> --speculative-algorithm

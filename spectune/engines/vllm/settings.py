@@ -29,7 +29,12 @@ from spectune.engines.vllm.releases import NAME, SCHEDULE_MIN_VLLM, min_vllm
 from spectune.errors import InputError
 from spectune.version import __version__
 
-SNIPPET_KINDS: tuple[str, ...] = ("vllm", "vllm-yaml", "vllm-python")
+# What `spectune emit PROFILE KIND` writes for vLLM: kind -> what it is (the emit command's help).
+SNIPPET_KINDS: dict[str, str] = {
+    "vllm": "JSON for --speculative-config",
+    "vllm-yaml": "a `vllm serve --config` YAML file",
+    "vllm-python": "speculative_config = {...} for vllm.LLM(...)",
+}
 
 # how a launch takes the emitted JSON (the HTML report shows it; MODEL is a placeholder)
 LAUNCH_WITH_CONFIG = "vllm serve MODEL --speculative-config"
