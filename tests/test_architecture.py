@@ -435,3 +435,12 @@ def test_every_engine_package_is_registered_and_complete() -> None:
             want = list(inspect.signature(getattr(Engine, method)).parameters)[1:]  # without self
             got = list(inspect.signature(getattr(engine, method)).parameters)
             assert got == want, f"spectune.engines.{name}.{method}{tuple(got)}, not {tuple(want)}"
+
+
+MAX_MODULE_LINES = 500  # one concept per module: past this a module holds two (docs/architecture.md)
+
+
+def test_no_module_is_over_500_lines() -> None:
+    long = [f"{path_of(m)}: {n} lines" for m, p in modules().items()
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES]
+    assert not long, _report(long, f"modules over {MAX_MODULE_LINES} lines (split them by concept)")
