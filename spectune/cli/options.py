@@ -34,9 +34,12 @@ def echo_doc(doc: dict[str, Any], fmt: str, *, variant: str = "") -> None:
 
 
 def warn(lines: Iterable[str]) -> None:
-    """Each line as ``spectune: warning: ...`` on stderr (shown even with --quiet)."""
+    """Each line as ``spectune: warning: ...`` on stderr (shown even with --quiet), through
+    the one notes sink (:func:`spectune.notes.warning`)."""
+    from spectune.notes import warning
+
     for w in lines:
-        click.echo(f"spectune: warning: {w}", err=True)
+        warning(w)
 
 
 WIDE_CELL = 34  # characters a wide recommendation cell takes (gamma, speedup, TPOT, limiter)
