@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 import spectune.engines.vllm as _vllm
+from spectune.documents.families import DEFAULT_ENGINE
 from spectune.documents.inputs import input_file_problem, read_input, yaml_documents
 from spectune.documents.profiles import read_text
 from spectune.engines.manifests import line_of, manifest_containers
@@ -52,8 +53,12 @@ def _from_yaml(text: str, file: str) -> Configured:
         raise InputError("expected a `vllm serve --config` YAML mapping (option: value) or a "
                          "Kubernetes manifest (apiVersion, kind)", file, line_of(docs[0][1]))
     data, node = docs[0]
-    conf = Configured(_vllm.NAME, "vllm-config-file", file, 1)
-    _vllm.read_config_file(conf, data, node)
+    # the engine whose config file it is: one that claims it, else the default engine (vLLM reads
+    # any mapping of options)
+    claims = [e for e in ENGINES.values() if e.CONFIG_FORM and e.claims_config_file(data)]
+    engine = next((e for e in claims if e.NAME != DEFAULT_ENGINE), engine_for(DEFAULT_ENGINE))
+    conf = Configured(engine.NAME, engine.CONFIG_FORM or "", file, 1)
+    engine.read_config_file(conf, data, node)
     _storage(conf, from_config_file(data))
     return conf
 
