@@ -43,7 +43,7 @@ def read_serving_config(path: str) -> Configured:
 
 
 def _from_yaml(text: str, file: str) -> Configured:
-    docs = yaml_documents(text, file)
+    docs = yaml_documents(text, file, int_keys=True)
     if not docs:
         raise InputError("empty file: expected a `vllm serve --config` YAML file or a Kubernetes "
                          "manifest", file, 1)
@@ -87,8 +87,9 @@ def _find_commands(text: str, file: str, base_line: int = 0) -> list[_Command]:
 
 
 def _labels() -> str:
-    """The engines, for messages: "vLLM or SGLang"."""
-    return " or ".join(e.LABEL for e in ENGINES.values())
+    """The engines, for messages: "vLLM, SGLang or TensorRT-LLM"."""
+    labels = [e.LABEL for e in ENGINES.values()]
+    return ", ".join(labels[:-1]) + f" or {labels[-1]}" if len(labels) > 1 else labels[0]
 
 
 def _launches(tail: str) -> str:

@@ -107,7 +107,7 @@ def _apply_file(conf: Configured, data: dict[str, Any], node: yaml.Node | None, 
     if not isinstance(spec, dict):
         raise InputError(f"speculative_config must be a mapping with decoding_type, got {short(spec)}",
                          file, line, "speculative_config")
-    _speculative(conf, spec, file, line)
+    _speculative(conf, spec, file, line, child(node, "speculative_config"))
 
 
 def _setting(conf: Configured, key: str, val: Any, file: str, line: int | None) -> None:
@@ -123,7 +123,11 @@ def _setting(conf: Configured, key: str, val: Any, file: str, line: int | None) 
         conf.data_parallel = conf.tensor_parallel if flag_on(val) else 1
 
 
-def _speculative(conf: Configured, spec: dict[str, Any], file: str, line: int | None) -> None:
+def _speculative(conf: Configured, spec: dict[str, Any], file: str, line: int | None,
+                 node: yaml.Node | None = None) -> None:
+    def at(key: str) -> int | None:  # the line of ``key``'s value, else the mapping's
+        return line_of(child(node, key)) or line
+
     kind = spec.get("decoding_type")
     if not isinstance(kind, str) or not kind:
         raise InputError("speculative_config has no decoding_type (MTP, Eagle3, NGram, Draft_Target, ...): "
@@ -137,8 +141,8 @@ def _speculative(conf: Configured, spec: dict[str, Any], file: str, line: int | 
     k = spec.get("max_draft_len")
     nextn = spec.get("num_nextn_predict_layers")
     if kind == "MTP" and nextn is not None:
-        n = draft_length(nextn, "num_nextn_predict_layers", file, line, lo=1)
-        if k is not None and draft_length(k, "max_draft_len", file, line) != n:
+        n = draft_length(nextn, "num_nextn_predict_layers", file, at("num_nextn_predict_layers"), lo=1)
+        if k is not None and draft_length(k, "max_draft_len", file, at("max_draft_len")) != n:
             conf.warnings.append(f"max_draft_len = {short(k)} and num_nextn_predict_layers = {n}: "
                                  "TensorRT-LLM "
                                  "1.2.x runs num_nextn_predict_layers, main max_draft_len; read as "
@@ -151,19 +155,22 @@ def _speculative(conf: Configured, spec: dict[str, Any], file: str, line: int | 
     if k is None:
         raise InputError(f"speculative_config has no max_draft_len: TensorRT-LLM refuses {kind} without one "
                          "(max_draft_len must be > 0)", file, line, "max_draft_len")
-    conf.gamma = draft_length(k, "max_draft_len", file, line, lo=1)
+    conf.gamma = draft_length(k, "max_draft_len", file, at("max_draft_len"), lo=1)
     if kind == "NGram":
         size = spec.get("max_matching_ngram_size")
-        n = DEFAULT_NGRAM if size is None else whole_number(size, "max_matching_ngram_size", file, line, lo=1)
+        n = DEFAULT_NGRAM if size is None else whole_number(size, "max_matching_ngram_size", file,
+                                                            at("max_matching_ngram_size"), lo=1)
         conf.prompt_lookup = (None, n)
     sched, conc = spec.get("draft_len_schedule"), spec.get("max_concurrency")
     if sched is not None and conc is not None:
         raise InputError("max_concurrency and draft_len_schedule are mutually exclusive (TensorRT-LLM main "
                          "refuses both)", file, line, "draft_len_schedule")
     if conc is not None:
-        sched = {whole_number(conc, "max_concurrency", file, line, lo=1, hi=MAX_BATCH): conf.gamma}
+        n = whole_number(conc, "max_concurrency", file, at("max_concurrency"), lo=1, hi=MAX_BATCH)
+        sched = {n: conf.gamma}
     if sched is not None:
-        conf.schedule = _schedule(sched, conf.gamma, file, line)
+        where = at("draft_len_schedule" if conc is None else "max_concurrency")
+        conf.schedule = _schedule(sched, conf.gamma, file, where)
         conf.schedule_active = True
         conf.warnings.append("draft_len_schedule read as TensorRT-LLM >= 1.3.0rc reads it (each key the last "
                              "batch size of its draft length, speculation off above the last key); 1.2.x "
@@ -210,7 +217,7 @@ def read_args(conf: Configured, args: list[str], folder: Path) -> None:
                 raise InputError(f"{opt} {val}: TensorRT-LLM takes its speculative settings from that file "
                                  f"only, and it is not here (looked at {path}); check the file itself "
                                  "(spectune check FILE PROFILE)", conf.file, conf.line)
-            docs = yaml_documents(text, str(path))
+            docs = yaml_documents(text, str(path), int_keys=True)
             if not docs or not isinstance(docs[0][0], dict):
                 raise InputError(f"{opt} {val}: expected a YAML mapping of LLM API options", str(path), 1)
             where = conf.line
