@@ -93,3 +93,19 @@ def test_recording_rules_name_its_counters() -> None:
     drafts = 'trtllm_spec_decode_drafted_tokens_total{job="trt", token_position="0"}'
     assert drafts in rules["acceptance_length"]
     assert "trtllm_spec_decode_accepted_tokens_total" in rules["acceptance_per_position"]
+
+
+def test_a_bare_host_port_finds_the_prometheus_path() -> None:
+    """trtllm-serve's /metrics is its JSON iteration-stats queue; given host:port alone, observe
+    tries the exposition paths the engines declare and reads /prometheus/metrics."""
+    stats = Reply(body='[{"iter": 7, "specDecodingStats": {"numDraftTokens": 3}}]',
+                  content_type="application/json")
+    srv = _serve([START, END])
+    srv.paths["/metrics"] = stats
+    with srv:
+        bare = srv.url.removeprefix("http://").removesuffix(trtllm.METRICS_PATH)
+        obs = observe_url(bare, **FAST)  # type: ignore[arg-type]
+        with pytest.raises(BadBodyFault):  # a path given is a path meant
+            observe_url(f"http://{bare}/metrics", **FAST)  # type: ignore[arg-type]
+    assert obs.engine.name == "trtllm" and obs.speculation.drafts == 400
+    assert obs.source.where.endswith("/prometheus/metrics")

@@ -245,3 +245,32 @@ def test_unreadable_settings_are_input_errors(tmp_path: Path) -> None:
                                                          "speculative_config": {"max_draft_len": 3}}))
     with pytest.raises(InputError, match="decoding_type"):
         read_serving_config(str(none))
+
+
+# --------------------------------------------------------------------------- init and report
+def test_init_knows_a_trtllm_server_by_its_model_list(tmp_path: Path) -> None:
+    """trtllm-serve answers GET /version as vLLM does; its /v1/models says owned_by "tensorrt_llm"
+    (tensorrt_llm/serve/openai_protocol.py ModelCard), which tells them apart."""
+    from observe_support import MetricsServer, Reply
+
+    from spectune.init import server_info
+
+    for owner, engine in (("tensorrt_llm", "trtllm"), ("vllm", "vllm")):
+        models = json.dumps({"data": [{"id": "meta-llama/Llama-3.1-8B-Instruct", "owned_by": owner}]})
+        paths = {"/v1/models": Reply(200, models, "application/json"),
+                 "/version": Reply(200, json.dumps({"version": "1.2.1"}), "application/json")}
+        with MetricsServer(lambda n: Reply(404), paths=paths) as srv:
+            info = server_info(srv.url)
+        assert (info.engine, info.version) == (engine, "1.2.1")
+
+
+def test_the_report_deploys_with_the_trtllm_file() -> None:
+    from spectune.render.report import deploy_settings
+
+    deploy = deploy_settings(_rec(DSV3, NEW))
+    assert (deploy.engine, deploy.kind) == ("TensorRT-LLM", "trtllm")
+    assert deploy.command is not None
+    lines = deploy.command.splitlines()
+    assert lines[0].startswith("cat > spectune-trtllm.yaml") and lines[-1].startswith("trtllm-serve MODEL")
+    written = yaml.safe_load("\n".join(lines[1:lines.index("EOF")]))
+    assert written["speculative_config"]["decoding_type"] == "MTP"

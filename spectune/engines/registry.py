@@ -40,6 +40,7 @@ class Engine(Protocol):
     SNIPPET_KINDS: tuple[str, ...]  # what `spectune emit PROFILE KIND` writes for it
     VERSION_PATH: str  # HTTP path of the server whose JSON carries its "version"
     METRICS_PATH: str  # HTTP path of its Prometheus exposition ("/metrics")
+    OWNED_BY: str  # the "owned_by" of the models its /v1/models lists ("vllm")
     CONFIG_FORM: str | None  # the form of its own YAML config file ("vllm-config-file"; None: it has none)
     LAUNCHES: tuple[str, ...]  # the command lines that launch it (for messages: "vllm serve")
     PREFIX: str  # what its /metrics names start with: "vllm:"

@@ -19,7 +19,7 @@ from spectune.engines.sglang.config import (
     runs_image,
     same_method,
 )
-from spectune.engines.sglang.defaults import LABEL, LAUNCH, METRICS_PATH, NAME, VERSION_PATH
+from spectune.engines.sglang.defaults import LABEL, LAUNCH, METRICS_PATH, NAME, OWNED_BY, VERSION_PATH
 from spectune.engines.sglang.metrics import (
     COUNTERS,
     GAUGES,
@@ -52,6 +52,7 @@ __all__ = [
     "METHODS",
     "METRICS_PATH",
     "NAME",
+    "OWNED_BY",
     "PREFIX",
     "RESET_COUNTER",
     "SNIPPET_KINDS",

@@ -35,13 +35,13 @@ from spectune.engines.trtllm.metrics import (
     open_window,
     recording_rules,
 )
-from spectune.engines.trtllm.releases import LABEL, METRICS_PATH, NAME, VERSION_PATH
+from spectune.engines.trtllm.releases import LABEL, METRICS_PATH, NAME, OWNED_BY, VERSION_PATH
 from spectune.engines.trtllm.settings import METHODS, SNIPPET_KINDS, launch_command, reference, snippet
 
 __all__ = [
     "CONFIG_FORM", "COUNTERS", "GAUGES", "HISTOGRAMS", "LABEL", "LAUNCHES", "METHODS", "METRICS_PATH", "NAME",
-    "PREFIX", "RESET_COUNTER", "SNIPPET_KINDS", "SPECULATION_NAMED", "SPECULATION_SERIES", "SPEC_METRIC",
-    "VERSION_PATH", "analyse_window", "check_metrics", "claims_config_file", "launch_args", "launch_command",
-    "open_window", "profile_warnings", "read_args", "read_config_file", "recording_rules", "reference",
-    "runs_image", "same_method", "snippet",
+    "OWNED_BY", "PREFIX", "RESET_COUNTER", "SNIPPET_KINDS", "SPECULATION_NAMED", "SPECULATION_SERIES",
+    "SPEC_METRIC", "VERSION_PATH", "analyse_window", "check_metrics", "claims_config_file", "launch_args",
+    "launch_command", "open_window", "profile_warnings", "read_args", "read_config_file", "recording_rules",
+    "reference", "runs_image", "same_method", "snippet",
 ]

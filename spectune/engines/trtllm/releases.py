@@ -32,6 +32,8 @@ LABEL = "TensorRT-LLM"
 
 VERSION_PATH = "/version"  # trtllm-serve's OpenAI server answers GET /version with {"version": ...}
 METRICS_PATH = "/prometheus/metrics"  # not /metrics: that one serves the JSON iteration stats
+OWNED_BY = "tensorrt_llm"  # /v1/models "owned_by" (tensorrt_llm/serve/openai_protocol.py ModelCard); its
+# GET /version answers like vLLM's, so this tells them apart
 
 SCHEDULE_MIN = "1.2.0"  # draft_len_schedule exists (lower-bound keys, drafter-side only)
 ONE_MODEL_SCHEDULE_MIN = "1.3.0"  # upper-bound keys, verification shortened too (#10860, #12262)

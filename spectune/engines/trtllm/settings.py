@@ -209,6 +209,11 @@ def reference(rec: Recommendation, plan: Plan,
     return gamma_function(cfg, upper, last), fix, notes
 
 
+CONFIG_NAME = "spectune-trtllm.yaml"  # the file name the report's launch lines write and read
+
+
 def launch_command(snippet_text: str) -> str:
-    """The launch line the HTML report shows for the ``trtllm`` snippet (a file's content)."""
-    return f"{LAUNCH} spectune-trtllm.yaml  # the file holds the emitted speculative_config"
+    """The launch lines the HTML report shows for the ``trtllm`` snippet: the file written with a
+    here-document (as TensorRT-LLM's own examples do), then ``trtllm-serve`` reading it."""
+    body = "\n".join(ln for ln in snippet_text.strip().splitlines() if not ln.startswith("#"))
+    return f"cat > {CONFIG_NAME} <<'EOF'\n{body}\nEOF\n{LAUNCH} {CONFIG_NAME}"
