@@ -110,15 +110,17 @@ def _apply_file(conf: Configured, data: dict[str, Any], node: yaml.Node | None, 
     _speculative(conf, spec, file, line, child(node, "speculative_config"))
 
 
-def _setting(conf: Configured, key: str, val: Any, file: str, line: int | None) -> None:
+def _setting(conf: Configured, key: str, val: Any, file: str, line: int | None, what: str = "") -> None:
+    """Apply LLM API option ``key`` (``what``: the flag that set it, for messages)."""
+    what = what or key
     if key == "tensor_parallel_size":
-        conf.tensor_parallel = whole_number(val, key, file, line, lo=1, hi=MAX_GPUS)
+        conf.tensor_parallel = whole_number(val, what, file, line, lo=1, hi=MAX_GPUS)
     elif key == "moe_expert_parallel_size":
-        conf.expert_parallel = whole_number(val, key, file, line, lo=-1, hi=MAX_GPUS) > 1
+        conf.expert_parallel = whole_number(val, what, file, line, lo=-1, hi=MAX_GPUS) > 1
     elif key == "max_num_tokens":
-        conf.token_budget = whole_number(val, key, file, line, lo=1, hi=MAX_CONTEXT)
+        conf.token_budget = whole_number(val, what, file, line, lo=1, hi=MAX_CONTEXT)
     elif key == "max_batch_size":
-        whole_number(val, key, file, line, lo=1, hi=MAX_BATCH)
+        whole_number(val, what, file, line, lo=1, hi=MAX_BATCH)
     elif key == "enable_attention_dp":
         conf.data_parallel = conf.tensor_parallel if flag_on(val) else 1
 
@@ -230,7 +232,7 @@ def read_args(conf: Configured, args: list[str], folder: Path) -> None:
         key = OPTIONS[opt]
         before = (conf.tensor_parallel, conf.expert_parallel, conf.token_budget, conf.data_parallel)
         flag = val is None and key == "enable_attention_dp"
-        _setting(conf, key, True if flag else val, conf.file, conf.line)
+        _setting(conf, key, True if flag else val, conf.file, conf.line, opt)
         after = (conf.tensor_parallel, conf.expert_parallel, conf.token_budget, conf.data_parallel)
         if before != after and before != (1, False, None, 1):
             conf.warnings.append(f"{opt} differs from the YAML's {key}: TensorRT-LLM up to 1.2 lets the YAML "
