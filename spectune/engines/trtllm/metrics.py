@@ -218,11 +218,13 @@ def recording_rules(window: str, matchers: str, by: str, per_instance: str) -> d
         return f"sum by ({by}{extra}) (rate({select(name, matchers, *more)}[{window}]))"
 
     drafts = rate(DRAFTED_POS, "", f'{POSITION}="0"')
+    # recorded with vLLM's 0-based "position" label, so every engine's series read alike
+    per_pos = (f'sum by ({by}, position) (label_replace(rate({select(ACCEPTED_POS, matchers)}[{window}]), '
+               f'"position", "$1", "{POSITION}", "(.*)"))')
     return {
         "acceptance_rate": f"{rate(ACCEPTED_POS)}\n/\n{rate(DRAFTED_POS)}",
         "acceptance_length": f"1 + {rate(ACCEPTED_POS)}\n/\n{drafts}",
-        "acceptance_per_position": f"{rate(ACCEPTED_POS, f', {POSITION}')}\n"
-                                   f"/ ignoring ({POSITION}) group_left ()\n{drafts}",
+        "acceptance_per_position": f"{per_pos}\n/ ignoring (position) group_left ()\n{drafts}",
         "draft_tokens_per_step": f"{rate(DRAFTED_POS)}\n/\n{drafts}",
         "running_requests_per_instance": running_per_instance(RUNNING, matchers, by, per_instance, window),
     }
