@@ -274,3 +274,22 @@ def test_the_report_deploys_with_the_trtllm_file() -> None:
     assert lines[0].startswith("cat > spectune-trtllm.yaml") and lines[-1].startswith("trtllm-serve MODEL")
     written = yaml.safe_load("\n".join(lines[1:lines.index("EOF")]))
     assert written["speculative_config"]["decoding_type"] == "MTP"
+
+
+@pytest.mark.parametrize("version", [OLD, NEW])
+@pytest.mark.parametrize("profile", [DSV3, L70])
+def test_the_python_form_calls_the_class_with_its_fields(profile: Path, version: str) -> None:
+    """``trtllm-python``: ``XDecodingConfig(**fields)`` of tensorrt_llm.llmapi, the same settings as
+    the YAML: its keywords are fields of that class (the fixtures), its values the YAML's."""
+    rec = _rec(profile, version)
+    text = api.emit(rec, "trtllm-python").text
+    tree = ast.parse(text)
+    (imp,) = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
+    assert imp.module == "tensorrt_llm.llmapi"
+    call = next(n.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call))
+    assert isinstance(call.func, ast.Name) and call.func.id == imp.names[0].name
+    cls = _classes(version)[call.func.id]
+    kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    cfg = {"decoding_type": cls["decoding_type"], **kwargs}
+    assert refusals(cfg, version) == []
+    assert cfg == yaml.safe_load(api.emit(rec, "trtllm").text)["speculative_config"]

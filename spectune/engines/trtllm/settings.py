@@ -27,13 +27,18 @@ from spectune.engines.trtllm.releases import (
 from spectune.errors import InputError
 from spectune.version import __version__
 
-SNIPPET_KINDS: tuple[str, ...] = ("trtllm",)
+SNIPPET_KINDS: tuple[str, ...] = ("trtllm", "trtllm-python")
 
 # spectune drafter kind -> TensorRT-LLM's decoding_type (the Literal of each *DecodingConfig;
 # "Draft_Target" is the literal at both lines, "DraftTarget" only the older from_dict spelling).
 # EAGLE-1 has no PyTorch-backend path (decoding_type "Eagle" is turned into Eagle3 on main).
 METHODS = {"draft_model": "Draft_Target", "eagle3": "Eagle3", "mtp": "MTP", "ngram": "NGram"}
 NEEDS_MODEL = ("Draft_Target", "Eagle3")
+# decoding_type -> its class in tensorrt_llm.llmapi (the LLM API form, LLM(speculative_config=...));
+# TensorRT-LLM's own tests import all four from there (e.g. tests/unittest/_torch/speculative/
+# test_draft_len_schedule.py: DraftTargetDecodingConfig, NGramDecodingConfig)
+CLASSES = {"Draft_Target": "DraftTargetDecodingConfig", "Eagle3": "Eagle3DecodingConfig",
+           "MTP": "MTPDecodingConfig", "NGram": "NGramDecodingConfig"}
 LAUNCH = "trtllm-serve MODEL --extra_llm_api_options"  # the launch line the HTML report shows
 
 
@@ -172,10 +177,25 @@ def render_yaml(cfg: dict[str, Any] | None, rec: Recommendation) -> str:
                                  width=100)
 
 
+def render_python(cfg: dict[str, Any] | None, rec: Recommendation) -> str:
+    """``speculative_config = XDecodingConfig(...)`` for ``tensorrt_llm.LLM(...,
+    speculative_config=speculative_config)``: the same fields as the YAML, as keywords."""
+    dep = rec.deployment
+    head = f"# spectune {__version__}: speculative decoding for {dep.name}\n"
+    if cfg is None:
+        return head + "speculative_config = None\n"
+    name = CLASSES[cfg["decoding_type"]]
+    args = [f"    {k}={v!r}," for k, v in cfg.items() if k != "decoding_type"]
+    return (head + f"from tensorrt_llm.llmapi import {name}\n\n"
+            + f"speculative_config = {name}(\n" + "\n".join(args) + "\n)\n")
+
+
 def snippet(rec: Recommendation, kind: str, plan: Plan,
             adaptive_path: str | None = None) -> tuple[str, list[str] | None]:
     """The text of snippet ``kind`` (one of :data:`SNIPPET_KINDS`) and its notes."""
     cfg, notes = trtllm_speculative_config(rec, plan)
+    if kind == "trtllm-python":
+        return render_python(cfg, rec), notes
     return render_yaml(cfg, rec), notes
 
 
