@@ -37,6 +37,8 @@ OWNED_BY = "tensorrt_llm"  # /v1/models "owned_by" (tensorrt_llm/serve/openai_pr
 
 SCHEDULE_MIN = "1.2.0"  # draft_len_schedule exists (lower-bound keys, drafter-side only)
 ONE_MODEL_SCHEDULE_MIN = "1.3.0"  # upper-bound keys, verification shortened too (#10860, #12262)
+# (#10860 merged 2026-03-13: which 1.3.0rc first carries it is not known here, and every 1.3.0rc
+# counts as 1.3.0 -- an early rc may still read keys as lower bounds)
 CONFIG_FLAG_MIN = "1.2.0"  # `--config` alias of `--extra_llm_api_options` (#9104)
 METRICS_MIN = "1.3.0"  # trtllm_spec_decode_* Prometheus counters (#12545, #12636)
 #: The two lines every emitted form is validated against (tests/fixtures/trtllm/).

@@ -141,6 +141,10 @@ def trtllm_speculative_config(rec: Recommendation,
             if schedule[max(schedule)] > 0:
                 notes.append(f"batch sizes above {biggest} (the profile's largest) run without speculation: "
                              "add larger batch sizes to the profile to schedule them")
+            if dep.parallelism.dp > 1:
+                notes.append(f"with attention DP (dp = {dep.parallelism.dp}) each rank picks its draft "
+                             "length from its own batch, with no cross-rank sync "
+                             "(NVIDIA/TensorRT-LLM#16888): the schedule's batch sizes are a rank's")
             smoothed = smoothing_note(plan)
             if smoothed:
                 notes.append(smoothed)
