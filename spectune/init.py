@@ -60,7 +60,7 @@ def model_ref(model: str) -> tuple[Any, str]:
 
 def server_info(url: str, timeout: float = 10.0) -> ServerInfo:
     """Ask a running server for its model and version; InputError (exit 2) when it does not
-    answer like vLLM or SGLang."""
+    answer like an engine of :data:`~spectune.engines.registry.ENGINES`."""
     import requests
 
     from spectune.engines.registry import ENGINES
@@ -90,7 +90,10 @@ def server_info(url: str, timeout: float = 10.0) -> ServerInfo:
         raise InputError(f"--from-server {url}: {base}/v1/models lists no model")
     m = models[0]
     engine, version = DEFAULT_ENGINE, None
-    for eng, module in ENGINES.items():
+    # several engines answer GET /version alike (vLLM, TensorRT-LLM): the one whose name the
+    # model list carries ("owned_by") is asked first
+    owner = m.get("owned_by")
+    for eng, module in sorted(ENGINES.items(), key=lambda item: owner != item[1].OWNED_BY):
         path = module.VERSION_PATH
         try:
             answer = get_json(path, MAX_PROBE_BYTES)

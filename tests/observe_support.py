@@ -154,6 +154,7 @@ class MetricsServer:
     tls: tuple[str, str] | None = None  # (certificate, key) PEM files: serve HTTPS
     other: dict[str, Reply] = field(default_factory=dict)  # replies for other paths (/version)
     paths: dict[str, Reply] = field(default_factory=dict)  # fixed replies of other GET paths
+    metrics_path: str = "/metrics"  # where ``script`` answers (TensorRT-LLM: /prometheus/metrics)
 
     def __post_init__(self) -> None:
         owner = self
@@ -165,7 +166,7 @@ class MetricsServer:
                     extra = {**owner.other, **owner.paths}
                     if self.path.split("?")[0] in extra:
                         reply = extra[self.path.split("?")[0]]
-                    elif self.path.split("?")[0] != "/metrics":
+                    elif self.path.split("?")[0] != owner.metrics_path:
                         reply = Reply(404, "not found", "text/plain")
                     else:
                         reply = owner.script(owner.hits)
@@ -213,7 +214,7 @@ class MetricsServer:
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"{'https' if self.tls else 'http'}://{host}:{port}/metrics"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}{self.metrics_path}"
 
     def __enter__(self) -> MetricsServer:
         self._thread.start()

@@ -165,6 +165,7 @@ class PrometheusServer:
     proc: subprocess.Popen[bytes] | None = None
     rule_files: tuple[Path, ...] = ()  # loaded by the server (`spectune rules` output)
     evaluation_interval: float | None = None  # seconds between rule evaluations (default: 1m)
+    metrics_path: str = "/metrics"  # the targets' exposition path (TensorRT-LLM: /prometheus/metrics)
 
     @property
     def url(self) -> str:
@@ -176,7 +177,8 @@ class PrometheusServer:
             lines.append(f"  evaluation_interval: {self.evaluation_interval:g}s")
         if self.rule_files:
             lines += ["rule_files:", *(f"  - '{f}'" for f in self.rule_files)]
-        lines += ["scrape_configs:", "  - job_name: vllm", "    static_configs:"]
+        lines += ["scrape_configs:", "  - job_name: vllm", f"    metrics_path: '{self.metrics_path}'",
+                  "    static_configs:"]
         for address, labels in self.targets:
             lines.append(f"      - targets: ['{address}']")
             lines.append("        labels: {" + ", ".join(f"{k}: '{v}'" for k, v in labels.items()) + "}")

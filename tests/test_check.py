@@ -99,7 +99,8 @@ def test_garbage_text_has_no_engine_command(runner: CliRunner, tmp_path: Path) -
     f = tmp_path / "serve.sh"
     f.write_text("#!/bin/sh\necho hello\nrm -rf /tmp/cache\n")
     res = check(runner, f)
-    assert res.exit_code == 2 and str(f) in res.stderr and "no vLLM or SGLang command" in res.stderr
+    assert res.exit_code == 2 and str(f) in res.stderr
+    assert "no vLLM, SGLang or TensorRT-LLM command" in res.stderr
 
 
 def test_unclosed_quote_names_the_line(runner: CliRunner, tmp_path: Path) -> None:

@@ -495,7 +495,7 @@ def test_emit_kinds_are_the_engine_modules_snippets() -> None:
     assert tuple(k for e in ENGINES.values() for k in e.SNIPPET_KINDS) == EMIT_KINDS
     assert {engine_of_snippet(k).NAME for k in EMIT_KINDS} == set(ENGINES)
     with pytest.raises(InputError, match="unknown snippet kind"):
-        engine_of_snippet("trtllm")
+        engine_of_snippet("lmdeploy")
 
 
 def test_the_adaptive_config_is_a_file_without_notes() -> None:

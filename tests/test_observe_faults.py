@@ -348,7 +348,7 @@ def test_speculation_not_enabled_on_sglang_fails_fast() -> None:
 
 def test_not_an_llm_server() -> None:
     with MetricsServer(lambda n: Reply(200, "node_load1 0.5\n")) as srv, \
-            pytest.raises(SpeculationNotEnabled, match="not a vLLM or SGLang server"):
+            pytest.raises(SpeculationNotEnabled, match="not a vLLM or SGLang or TensorRT-LLM server"):
         observe_url(srv.url, **fast())
 
 

@@ -136,5 +136,5 @@ def test_a_proxy_showing_two_engines_is_read_as_the_one_that_speculates() -> Non
     assert detect_engine(parse_exposition(vllm_plain + sglang)) == "sglang"
     assert detect_engine(parse_exposition(vllm_spec + sglang_plain)) == "vllm"
     assert detect_engine(parse_exposition(vllm_plain + sglang_plain)) == "vllm"
-    with pytest.raises(SpeculationNotEnabled, match="no vllm: or sglang: metrics"):
+    with pytest.raises(SpeculationNotEnabled, match="no vllm: or sglang: or trtllm_ metrics"):
         detect_engine(parse_exposition("python_info 1.0\n"))

@@ -165,7 +165,7 @@ def test_cli_refuses_a_wrong_edit_in_one_line(tmp_path: Path) -> None:
 def test_cli_refuses_an_engine_without_a_known_family(tmp_path: Path) -> None:
     """An engine is told by its `family`, never by its name: an inline engine named after vLLM but
     without a family, or with one spectune has no package for, is refused at the key's line (exit 2)."""
-    for family, line_has in ((None, "engine:"), ("trtllm", "family: trtllm")):
+    for family, line_has in ((None, "engine:"), ("lmdeploy", "family: lmdeploy")):
         doc = copy.deepcopy(yaml.safe_load(BASE.read_text(encoding="utf-8")))
         doc["engine"] = {"name": "vllm", **{k: v for k, v in INLINE_ENGINE.items() if k != "family"},
                          **({"family": family} if family else {})}

@@ -17,6 +17,8 @@ from spectune.documents.results import METADATA
 _NAT = Number(integer=True, minimum=0)
 _POS = Number(integer=True, minimum=1)
 _ENGINES = Choice(engine_families())
+# an engine's own config file ("vllm-config-file"), one per engine package, named by its family
+_CONFIG_FILES = tuple(f"{family}-config-file" for family in engine_families())
 
 CHECK_REPORT = Kind("CheckReport", "spectune check",
                     "a serving configuration's speculation against the recommended settings", Obj((
@@ -27,7 +29,7 @@ CHECK_REPORT = Kind("CheckReport", "spectune check",
     Field("summary", Text()),
     Field("config", Obj((
         Field("file", Text()),
-        Field("format", Choice(("vllm-config-file", "command-line", "kubernetes"))),
+        Field("format", Choice((*_CONFIG_FILES, "command-line", "kubernetes"))),
         Field("line", Nullable(_POS)), Field("engine", _ENGINES),
         Field("method", Nullable(Text())), Field("model", Nullable(Text())), Field("speculate", Flag()),
         Field("num_speculative_tokens", Nullable(_POS)),
@@ -61,7 +63,7 @@ CHECK_REPORT = Kind("CheckReport", "spectune check",
     Field("worst", Obj((Field("batch", _POS), Field("context", _NAT), Field("shortfall", Number())))),
     Field("warnings", List(Text())),
     Field("fix", Nullable(Obj((
-        Field("engine", _ENGINES), Field("format", Choice(("vllm-config-file", "command-line"))),
+        Field("engine", _ENGINES), Field("format", Choice((*_CONFIG_FILES, "command-line"))),
         Field("snippet", Text()), Field("adaptive_config", Text(), required=False),
         Field("max_shortfall", Number()))))),
     Field("notes", List(Text())),

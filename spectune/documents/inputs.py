@@ -231,10 +231,11 @@ def _digits_problem(token: str) -> str | None:
 
 
 _TEXT_KEY_TAGS = ("tag:yaml.org,2002:str", "tag:yaml.org,2002:merge")
+_INT_KEY_TAGS = (*_TEXT_KEY_TAGS, "tag:yaml.org,2002:int")
 
 
-def _check_keys(node: Any, file: str) -> None:
-    """Every mapping key is text (a scalar resolving to a string, or ``<<``)."""
+def _check_keys(node: Any, file: str, tags: tuple[str, ...] = _TEXT_KEY_TAGS) -> None:
+    """Every mapping key is text (a scalar resolving to a string, or ``<<``), or one of ``tags``."""
     import yaml
 
     todo = [node]
@@ -242,7 +243,7 @@ def _check_keys(node: Any, file: str) -> None:
         n = todo.pop()
         if isinstance(n, yaml.MappingNode):
             for k, v in n.value:
-                if not isinstance(k, yaml.ScalarNode) or k.tag not in _TEXT_KEY_TAGS:
+                if not isinstance(k, yaml.ScalarNode) or k.tag not in tags:
                     shown = short(k.value) if isinstance(k, yaml.ScalarNode) else "a mapping or list"
                     raise InputError(f"keys must be text, got {shown} (quote it: \"{k.value}\")"
                                      if isinstance(k, yaml.ScalarNode) else
@@ -252,9 +253,10 @@ def _check_keys(node: Any, file: str) -> None:
             todo.extend(n.value)
 
 
-def yaml_documents(text: str, file: str) -> list[tuple[Any, Any]]:
+def yaml_documents(text: str, file: str, int_keys: bool = False) -> list[tuple[Any, Any]]:
     """Every document of a YAML stream as (data, node), empty documents left out; bounded
-    and checked as the module docstring says."""
+    and checked as the module docstring says. ``int_keys``: whole-number keys are allowed
+    too (a serving configuration's, e.g. a per-batch-size schedule)."""
     import yaml
 
     _bound_events(text, file)
@@ -265,7 +267,7 @@ def yaml_documents(text: str, file: str) -> list[tuple[Any, Any]]:
             node = loader.get_node()
             if node is None:
                 continue
-            _check_keys(node, file)
+            _check_keys(node, file, _INT_KEY_TAGS if int_keys else _TEXT_KEY_TAGS)
             docs.append((loader.construct_document(node), node))
     except yaml.YAMLError as exc:
         raise _yaml_error(exc, file) from None

@@ -39,6 +39,9 @@ class Engine(Protocol):
     METHODS: dict[str, str]  # spectune drafter kind -> the engine's method for it
     SNIPPET_KINDS: dict[str, str]  # what `spectune emit PROFILE KIND` writes for it: kind -> what it is
     VERSION_PATH: str  # HTTP path of the server whose JSON carries its "version"
+    METRICS_PATH: str  # HTTP path of its Prometheus exposition ("/metrics")
+    OWNED_BY: str  # the "owned_by" of the models its /v1/models lists ("vllm")
+    CONFIG_FORM: str | None  # the form of its own YAML config file ("vllm-config-file"; None: it has none)
     LAUNCHES: tuple[str, ...]  # the command lines that launch it (for messages: "vllm serve")
     PREFIX: str  # what its /metrics names start with: "vllm:"
     SPEC_METRIC: str  # a metric its /metrics shows only while it speculates
@@ -59,6 +62,10 @@ class Engine(Protocol):
     def launch_command(self, snippet_text: str) -> str: ...  # the launch line the HTML report shows
 
     # ---- settings read back (spectune.engines.serving_config) and compared with a profile (check)
+    def claims_config_file(self, data: dict[str, Any]) -> bool: ...  # a YAML mapping is its config file
+
+    def read_config_file(self, conf: Configured, data: dict[str, Any], node: Any) -> None: ...
+
     def launch_args(self, words: list[str], i: int) -> list[str] | None: ...
 
     def runs_image(self, image: str) -> bool: ...

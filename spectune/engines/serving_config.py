@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 import spectune.engines.vllm as _vllm
+from spectune.documents.families import DEFAULT_ENGINE
 from spectune.documents.inputs import input_file_problem, read_input, yaml_documents
 from spectune.documents.profiles import read_text
 from spectune.engines.manifests import line_of, manifest_containers
@@ -42,7 +43,7 @@ def read_serving_config(path: str) -> Configured:
 
 
 def _from_yaml(text: str, file: str) -> Configured:
-    docs = yaml_documents(text, file)
+    docs = yaml_documents(text, file, int_keys=True)
     if not docs:
         raise InputError("empty file: expected a `vllm serve --config` YAML file or a Kubernetes "
                          "manifest", file, 1)
@@ -52,8 +53,12 @@ def _from_yaml(text: str, file: str) -> Configured:
         raise InputError("expected a `vllm serve --config` YAML mapping (option: value) or a "
                          "Kubernetes manifest (apiVersion, kind)", file, line_of(docs[0][1]))
     data, node = docs[0]
-    conf = Configured(_vllm.NAME, "vllm-config-file", file, 1)
-    _vllm.read_config_file(conf, data, node)
+    # the engine whose config file it is: one that claims it, else the default engine (vLLM reads
+    # any mapping of options)
+    claims = [e for e in ENGINES.values() if e.CONFIG_FORM and e.claims_config_file(data)]
+    engine = next((e for e in claims if e.NAME != DEFAULT_ENGINE), engine_for(DEFAULT_ENGINE))
+    conf = Configured(engine.NAME, engine.CONFIG_FORM or "", file, 1)
+    engine.read_config_file(conf, data, node)
     _storage(conf, from_config_file(data))
     return conf
 
@@ -82,8 +87,9 @@ def _find_commands(text: str, file: str, base_line: int = 0) -> list[_Command]:
 
 
 def _labels() -> str:
-    """The engines, for messages: "vLLM or SGLang"."""
-    return " or ".join(e.LABEL for e in ENGINES.values())
+    """The engines, for messages: "vLLM, SGLang or TensorRT-LLM"."""
+    labels = [e.LABEL for e in ENGINES.values()]
+    return ", ".join(labels[:-1]) + f" or {labels[-1]}" if len(labels) > 1 else labels[0]
 
 
 def _launches(tail: str) -> str:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from spectune.core.acceptance import Acceptance
 from spectune.documents.exposition import Exposition, has_prefix
@@ -94,6 +96,35 @@ class _Saver:
         (self.folder / "index.json").write_text(json.dumps(self.index, indent=1) + "\n", encoding="utf-8")
 
 
+def _first_scrape(opts: ScrapeOptions, url: str, clock: Clock = SYSTEM_CLOCK) -> tuple[ScrapeOptions, Scrape]:
+    """The first scrape, and the options that got it. A URL given without a path means
+    ``/metrics``; when that answers with something other than an exposition, the other paths
+    an engine serves its exposition at (TensorRT-LLM's ``/prometheus/metrics``: its
+    ``/metrics`` is JSON) are tried, and the first fault is raised when none answers."""
+    paths = [e.METRICS_PATH for e in ENGINES.values() if e.METRICS_PATH != "/metrics"]
+    raw = url.strip() if "://" in url else "http://" + url.strip()
+    try:
+        given = urlsplit(raw).path not in ("", "/")
+    except ValueError:  # normalize_url has refused such a URL already
+        given = True
+    try:
+        with Scraper(opts, clock=clock) as scraper:
+            return opts, scraper.scrape()
+    except BadBodyFault as err:
+        if given:
+            raise
+        first_err = err
+    base = urlsplit(opts.url)
+    for path in dict.fromkeys(paths):
+        other = replace(opts, url=urlunsplit((base.scheme, base.netloc, path, base.query, "")))
+        try:
+            with Scraper(other, clock=clock) as scraper:
+                return other, scraper.scrape()
+        except ObserveError:
+            continue
+    raise first_err
+
+
 def observe_url(url: str, *, window: float = DEFAULT_WINDOW_SECONDS,
                 interval: float = DEFAULT_INTERVAL_SECONDS, model_name: str | None = None,
                 timeout: float = DEFAULT_TIMEOUT_SECONDS, retries: int = DEFAULT_RETRIES,
@@ -120,8 +151,8 @@ def observe_url(url: str, *, window: float = DEFAULT_WINDOW_SECONDS,
     opts = ScrapeOptions(normalize_url(url), timeout, retries, backoff, token, ca_bundle, insecure)
     saver = _Saver(save_scrapes)
     notes: list[str] = []
+    opts, first = _first_scrape(opts, url, clock)
     with Scraper(opts, clock=clock) as scraper:
-        first = scraper.scrape()
         saver.add(0, first)
         if first.attempts > 1:
             notes.append(f"sample 0 needed {first.attempts} attempts ({'; '.join(first.retry_reasons)})")

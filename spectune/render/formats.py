@@ -451,7 +451,7 @@ def _check_table(doc: Document, fmt: str) -> str:
     fix = doc.get("fix")
     if fix:
         tail += ["", "**Fix** (the recommended settings):" if md else "fix (the recommended settings):"]
-        lang = "yaml" if fix["format"] == "vllm-config-file" else "shell"
+        lang = "yaml" if fix["format"].endswith("-config-file") else "shell"
         tail += ([f"```{lang}", fix["snippet"].rstrip("\n"), "```"] if md
                  else ["  " + ln for ln in fix["snippet"].rstrip("\n").splitlines()])
         if fix.get("adaptive_config"):

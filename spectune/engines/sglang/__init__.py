@@ -9,14 +9,17 @@ few others callers use); the modules inside the package import one another by mo
 """
 
 from spectune.engines.sglang.config import (
+    CONFIG_FORM,
     LAUNCHES,
+    claims_config_file,
     launch_args,
     profile_warnings,
     read_args,
+    read_config_file,
     runs_image,
     same_method,
 )
-from spectune.engines.sglang.defaults import LABEL, LAUNCH, NAME, VERSION_PATH
+from spectune.engines.sglang.defaults import LABEL, LAUNCH, METRICS_PATH, NAME, OWNED_BY, VERSION_PATH
 from spectune.engines.sglang.metrics import (
     COUNTERS,
     GAUGES,
@@ -38,9 +41,38 @@ from spectune.limits import (
 )
 
 __all__ = [
-    "COUNTERS", "DEFAULT_ADAPTIVE_CONFIG", "GAUGES", "HISTOGRAMS", "LABEL", "LAUNCH", "LAUNCHES",
-    "METHODS", "NAME", "PREFIX", "RESET_COUNTER", "SNIPPET_KINDS", "SPECULATION_NAMED",
-    "SPECULATION_SERIES", "SPEC_METRIC", "VERSION_PATH", "analyse", "analyse_window", "check_metrics",
-    "launch_args", "launch_command", "open_window", "profile_warnings", "read_args", "recording_rules",
-    "reference", "runs_image", "same_method", "snippet",
+    "CONFIG_FORM",
+    "COUNTERS",
+    "DEFAULT_ADAPTIVE_CONFIG",
+    "GAUGES",
+    "HISTOGRAMS",
+    "LABEL",
+    "LAUNCH",
+    "LAUNCHES",
+    "METHODS",
+    "METRICS_PATH",
+    "NAME",
+    "OWNED_BY",
+    "PREFIX",
+    "RESET_COUNTER",
+    "SNIPPET_KINDS",
+    "SPECULATION_NAMED",
+    "SPECULATION_SERIES",
+    "SPEC_METRIC",
+    "VERSION_PATH",
+    "analyse",
+    "analyse_window",
+    "check_metrics",
+    "claims_config_file",
+    "launch_args",
+    "launch_command",
+    "open_window",
+    "profile_warnings",
+    "read_args",
+    "read_config_file",
+    "recording_rules",
+    "reference",
+    "runs_image",
+    "same_method",
+    "snippet",
 ]

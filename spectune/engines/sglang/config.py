@@ -76,6 +76,19 @@ def launch_args(words: list[str], i: int) -> list[str] | None:
     return None
 
 
+CONFIG_FORM: str | None = None  # SGLang is configured by flags: no config file of its own is read
+
+
+def claims_config_file(data: dict[str, Any]) -> bool:
+    """SGLang has no config file spectune reads (its flags are read from a command line)."""
+    return False
+
+
+def read_config_file(conf: Configured, data: dict[str, Any], node: Any) -> None:
+    """Never called (:func:`claims_config_file` claims no file)."""
+    raise InputError("SGLang has no configuration file spectune reads: give its launch command", conf.file)
+
+
 def runs_image(image: str) -> bool:
     """SGLang images have no ``launch_server`` entrypoint: a command is always given."""
     return False

@@ -10,6 +10,8 @@ NAME = "sglang"
 LABEL = "SGLang"
 
 VERSION_PATH = "/get_server_info"  # HTTP path whose JSON has the server's "version"
+METRICS_PATH = "/metrics"  # HTTP path of its Prometheus exposition
+OWNED_BY = "sglang"  # /v1/models "owned_by" (sglang/srt/entrypoints/openai/protocol.py ModelCard)
 
 # SGLang's DEFAULT_ADAPTIVE_CONFIG (python/sglang/srt/speculative/adaptive_spec_params.py,
 # sglang 0.5.23): used when --speculative-adaptive is given without a config file.

@@ -11,7 +11,9 @@ few others callers use); the modules inside the package import one another by mo
 """
 
 from spectune.engines.vllm.config import (
+    CONFIG_FORM,
     LAUNCHES,
+    claims_config_file,
     launch_args,
     profile_warnings,
     read_args,
@@ -33,7 +35,15 @@ from spectune.engines.vllm.metrics import (
     recording_rules,
 )
 from spectune.engines.vllm.observation import analyse, analyse_window, open_window
-from spectune.engines.vllm.releases import LABEL, NAME, SCHEDULE_MIN_VLLM, VERIFIED_VLLM, VERSION_PATH
+from spectune.engines.vllm.releases import (
+    LABEL,
+    METRICS_PATH,
+    NAME,
+    OWNED_BY,
+    SCHEDULE_MIN_VLLM,
+    VERIFIED_VLLM,
+    VERSION_PATH,
+)
 from spectune.engines.vllm.settings import (
     LAUNCH_WITH_CONFIG,
     METHODS,
@@ -44,10 +54,40 @@ from spectune.engines.vllm.settings import (
 )
 
 __all__ = [
-    "COUNTERS", "GAUGES", "HISTOGRAMS", "LABEL", "LAUNCHES", "LAUNCH_WITH_CONFIG", "METHODS", "NAME",
-    "PREFIX", "RESET_COUNTER", "SCHEDULE_MIN_VLLM", "SNIPPET_KINDS", "SPECULATION_NAMED",
-    "SPECULATION_SERIES", "SPEC_METRIC", "VERIFIED_VLLM", "VERSION_PATH", "analyse", "analyse_window",
-    "flavour", "launch_args", "launch_command", "model_names", "open_window", "profile_warnings",
-    "read_args", "read_config_file", "recording_rules", "reference", "runs_image", "same_method",
+    "CONFIG_FORM",
+    "COUNTERS",
+    "GAUGES",
+    "HISTOGRAMS",
+    "LABEL",
+    "LAUNCHES",
+    "LAUNCH_WITH_CONFIG",
+    "METHODS",
+    "METRICS_PATH",
+    "NAME",
+    "OWNED_BY",
+    "PREFIX",
+    "RESET_COUNTER",
+    "SCHEDULE_MIN_VLLM",
+    "SNIPPET_KINDS",
+    "SPECULATION_NAMED",
+    "SPECULATION_SERIES",
+    "SPEC_METRIC",
+    "VERIFIED_VLLM",
+    "VERSION_PATH",
+    "analyse",
+    "analyse_window",
+    "claims_config_file",
+    "flavour",
+    "launch_args",
+    "launch_command",
+    "model_names",
+    "open_window",
+    "profile_warnings",
+    "read_args",
+    "read_config_file",
+    "recording_rules",
+    "reference",
+    "runs_image",
+    "same_method",
     "snippet",
 ]

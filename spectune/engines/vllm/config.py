@@ -85,6 +85,15 @@ def runs_image(image: str) -> bool:
     return "vllm" in image
 
 
+CONFIG_FORM = "vllm-config-file"
+
+
+def claims_config_file(data: dict[str, Any]) -> bool:
+    """A YAML mapping of options is read as a ``vllm serve --config`` file unless another engine
+    claims it (vLLM is the default engine: :mod:`spectune.engines.serving_config`)."""
+    return True
+
+
 def read_config_file(conf: Configured, data: dict[str, Any], node: yaml.Node | None) -> None:
     """``conf`` from a ``vllm serve --config`` YAML mapping (its node gives the lines)."""
     _apply(conf, _file_options(data, conf.file, node), [], conf.file)

@@ -9,6 +9,8 @@ NAME = "vllm"
 LABEL = "vLLM"
 
 VERSION_PATH = "/version"  # HTTP path whose JSON has the server's "version"
+METRICS_PATH = "/metrics"  # HTTP path of its Prometheus exposition
+OWNED_BY = "vllm"  # /v1/models "owned_by" (vllm/entrypoints/openai/protocol.py ModelCard)
 
 # The oldest vLLM release that accepts each emitted field (README, "Engine settings").
 SCHEDULE_MIN_VLLM = "0.24.0"  # num_speculative_tokens_per_batch_size: vllm-project/vllm#32374
