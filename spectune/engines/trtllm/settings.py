@@ -30,7 +30,7 @@ from spectune.version import __version__
 # What `spectune emit PROFILE KIND` writes for TensorRT-LLM: kind -> what it is (the emit command's help).
 SNIPPET_KINDS: dict[str, str] = {
     "trtllm": "a YAML file for trtllm-serve --config / --extra_llm_api_options",
-    "trtllm-python": "speculative_config = ...Config(...) for tensorrt_llm.LLM(...)",
+    "trtllm-python": "speculative_config = <Method>DecodingConfig(...) for tensorrt_llm.LLM(...)",
 }
 
 # spectune drafter kind -> TensorRT-LLM's decoding_type (the Literal of each *DecodingConfig;
