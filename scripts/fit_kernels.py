@@ -2,22 +2,30 @@
 """Fit spectune's kernel curves to measured per-kernel timings (a dev tool, not run by users).
 
 Reads the per-operation databases that the aiconfigurator-core package (0.12.0, Apache-2.0)
-ships under ``aiconfigurator_core/systems/data/<gpu>/<op>/sglang/0.5.14/*.parquet`` and prints
-the ``kernels:`` block of profiles/gpus/<gpu>.yaml. Needs pyarrow and scipy; exits quietly
-when the data directory is absent.
+ships under ``aiconfigurator_core/systems/data/<gpu>/<op>/<engine>/<version>/*.parquet`` and
+prints the ``kernels:`` block of profiles/gpus/<gpu>.yaml (engine sglang 0.5.14, the default) or
+the same constants fitted to TensorRT-LLM's tables (``--engine trtllm``: 1.3.0rc20, the PyTorch
+backend's modules; rows in :data:`ENGINE_ROWS`). Needs pyarrow and scipy; exits quietly when the
+data directory is absent.
 
     python scripts/fit_kernels.py /path/to/aiconfigurator_core/systems/data [h100_sxm ...]
+    python scripts/fit_kernels.py --engine trtllm /path/to/.../systems/data [h100_sxm ...]
+    python scripts/fit_trtllm_kernels.py /path/to/.../systems/data   # trtllm against sglang
     python scripts/fit_kernels.py --aiter /path/to/ROCm/aiter/checkout   # MI300X MoE rows, held out
 
 Curves (spectune/core/cost/kernels.py), each fitted by least squares on log(time):
   gemm   t = c + max(2mnk / (e_c * peak * m/(m + m_half)), (nk b_w + m(k + n) b_a) / (e_b * BW))
-         rows: sglang_torch_linear bf16, m <= 512, n*k >= 2^20 (decode-sized weight GEMMs)
+         rows: sglang_torch_linear bf16, m <= 512, n*k >= 2^20 (decode-sized weight GEMMs);
+         trtllm: torch_flow (its Linear module) bf16, same shapes
   moe    t = c + c_e A + max(2 N k P / (e_c * peak), A P b_w / (e_b * BW)), A = min(N k, E) distinct
          experts ("balanced" routing), P = 3 h i / tp weights per expert slice
          rows: sglang_fused_moe_triton, balanced, ep 1, N <= 512, bf16 and fp8_block; rows
-         whose implied bandwidth exceeds the datasheet peak (weights resident in L2) dropped
+         whose implied bandwidth exceeds the datasheet peak (weights resident in L2) dropped;
+         trtllm: the MoE backend it runs per dtype (moe_torch_flow_cutlass; deepgemm for
+         fp8_block on Blackwell), same filters
   attn   t = c + KV bytes / (e_b * BW * P / (P + p_half)), P = batch x KV heads (GQA, fa3,
-         bf16 cache) or batch (MLA, flash_attention, bf16 cache, tp 1-8)
+         bf16 cache) or batch (MLA, flash_attention, bf16 cache, tp 1-8); trtllm: its attention
+         backend (torch_flow GQA with <= 16 query heads per KV head, default MLA), same filters
   mxfp4  the moe curve with c, c_e and the GEMM curve fixed from the fits above, one constant
          left: e_b of MXFP4 (W4A16, 4.25 bits a weight) experts, moe_mxfp4_bandwidth_fraction.
          Rows: the MXFP4 MoE kernel the stacks run for gpt-oss, balanced, ep 1, N <= 512 (MXFP4_ROWS);
@@ -31,7 +39,9 @@ against the same curve at no fewer rows than one M tile (spectune.core.cost.kern
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -43,24 +53,71 @@ PEAK = {  # datasheet peaks (profiles/gpus/*.yaml): bytes/s, bf16 FLOP/s, fp8 FL
 }
 VERSION = "0.5.14"
 
+#: Per engine and kernel family: (table version, row filter on kernel_source). The remaining row
+#: filters (shapes, dtypes, distribution) are the same for every engine. TensorRT-LLM's sources
+#: are what aiconfigurator's trtllm collectors label the kernels its PyTorch backend runs
+#: (github.com/ai-dynamo/aiconfigurator collector/trtllm/collect_gemm.py: bf16 ``Linear`` ->
+#: torch_flow; collect_moe.py: Hopper bf16/fp8/fp8_block -> CUTLASS ``moe_torch_flow_cutlass``,
+#: Blackwell fp8_block -> ``deepgemm``; collect_attn.py / collect_mla.py: the TRTLLM attention
+#: backend, ``torch_flow`` / ``default``).
+ENGINE_ROWS = {
+    "sglang": {
+        "gemm": (VERSION, lambda r: r["kernel_source"] == "sglang_torch_linear"),
+        "moe": (VERSION, lambda r: r["kernel_source"] == "sglang_fused_moe_triton"),
+        "gqa": (VERSION, lambda r: r["kernel_source"] == "fa3"),
+        "mla": (VERSION, lambda r: True),
+    },
+    "trtllm": {
+        "gemm": ("1.3.0rc20", lambda r: r["kernel_source"] == "torch_flow"),
+        "moe": ("1.3.0rc20", lambda r: r["kernel_source"] in ("moe_torch_flow_cutlass", "deepgemm")),
+        # <= 16 query heads per KV head (the widest group of a shipped model, Qwen3-235B's 64/4): at
+        # 48-128 the backend leaves XQA for a kernel 3-6x slower (log error -1.1 ... -1.9 at
+        # SGLang's constants on H100), which would drag a least-squares fit off every real shape
+        "gqa": ("1.3.0rc20", lambda r: r["kernel_source"] == "torch_flow"
+                and r["num_heads"] <= 16 * r["num_key_value_heads"]),
+        "mla": ("1.3.0rc20", lambda r: r["kernel_source"] == "default"),
+    },
+}
+#: Decode shapes for the engine comparison: M (GEMM rows), MoE tokens or batch <= this.
+DECODE_ROWS = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Fit:
+    """One family's fit: the profile constants, median |log(model/measured)| over ``count`` rows,
+    the raw parameter vector and the log residual of any parameter vector on the same rows
+    (``decode`` marks the decode-shaped ones)."""
+    consts: dict
+    err: float
+    count: int
+    p: np.ndarray
+    resid: Callable[[np.ndarray], np.ndarray]
+    decode: np.ndarray
+
 
 def _rows(path: Path) -> list[dict]:
     import pyarrow.parquet as pq
     return pq.read_table(path).to_pylist()
 
 
-def _fit(fun, x0, lo, hi):
+def _fit(fun, x0, lo, hi, consts, decode) -> Fit:
+    """Least squares of ``fun`` (log residuals of a parameter vector); ``consts(p)`` names them."""
     from scipy.optimize import least_squares
     res = least_squares(fun, x0, bounds=(lo, hi))
     r = res.fun
-    return res.x, float(np.median(np.abs(r))), len(r)
+    return Fit(consts(res.x), float(np.median(np.abs(r))), len(r), res.x, fun, np.asarray(decode))
 
 
-def fit_gemm(data: Path, gpu: str):
+def _table(data: Path, gpu: str, engine: str, family: str, op: str, name: str) -> list[dict]:
+    """Rows of ``<gpu>/<op>/<engine>/<version>/<name>.parquet`` from the engine's kernels."""
+    version, keep = ENGINE_ROWS[engine][family]
+    return [r for r in _rows(data / gpu / op / engine / version / f"{name}.parquet") if keep(r)]
+
+
+def fit_gemm(data: Path, gpu: str, engine: str = "sglang") -> Fit:
     bw, bf16, _ = PEAK[gpu]
-    rows = [r for r in _rows(data / gpu / "gemm/sglang" / VERSION / "gemm_perf.parquet")
-            if r["kernel_source"] == "sglang_torch_linear" and r["m"] <= 512
-            and r["n"] * r["k"] >= 2 ** 20]
+    rows = [r for r in _table(data, gpu, engine, "gemm", "gemm", "gemm_perf")
+            if r["gemm_dtype"] == "bfloat16" and r["m"] <= 512 and r["n"] * r["k"] >= 2 ** 20]
     m, n, k = (np.array([r[c] for r in rows], float) for c in "mnk")
     t = np.array([r["latency"] for r in rows]) * 1e-3
     flops, byts = 2 * m * n * k, n * k * 2 + m * (n + k) * 2
@@ -69,15 +126,15 @@ def fit_gemm(data: Path, gpu: str):
         c, eb, ec, mh = p
         return c * 1e-6 + np.maximum(flops / (ec * bf16 * m / (m + mh)), byts / (eb * bw))
 
-    p, err, cnt = _fit(lambda p: np.log(model(p) / t), [5, 0.8, 0.7, 8], [0, 0.1, 0.05, 0], [50, 1, 1, 512])
-    return {"gemm_call_us": p[0], "gemm_bandwidth_fraction": p[1], "gemm_flops_fraction": p[2],
-            "gemm_m_half": p[3]}, err, cnt
+    return _fit(lambda p: np.log(model(p) / t), [5, 0.8, 0.7, 8], [0, 0.1, 0.05, 0], [50, 1, 1, 512],
+                lambda p: {"gemm_call_us": p[0], "gemm_bandwidth_fraction": p[1], "gemm_flops_fraction": p[2],
+                           "gemm_m_half": p[3]}, m <= DECODE_ROWS)
 
 
-def fit_moe(data: Path, gpu: str):
+def fit_moe(data: Path, gpu: str, engine: str = "sglang") -> Fit:
     bw, bf16, fp8 = PEAK[gpu]
-    rows = [r for r in _rows(data / gpu / "moe/sglang" / VERSION / "moe_perf.parquet")
-            if r["kernel_source"] == "sglang_fused_moe_triton" and r["distribution"] == "balanced"
+    rows = [r for r in _table(data, gpu, engine, "moe", "moe", "moe_perf")
+            if r["distribution"] == "balanced"
             and r["moe_ep_size"] == 1 and r["num_tokens"] <= 512
             and r["moe_dtype"] in ("bfloat16", "fp8_block")]
     N = np.array([r["num_tokens"] for r in rows], float)
@@ -97,11 +154,11 @@ def fit_moe(data: Path, gpu: str):
         c, ce, eb, ec = p
         return (c + ce * A) * 1e-6 + np.maximum(flops / (ec * peak), byts / (eb * bw))
 
-    p, err, cnt = _fit(lambda p: np.log(model(p) / t), [15, 0.5, 0.8, 0.5], [0, 0, 0.1, 0.01],
-                       [100, 20, 1, 1])
     # e_c is not identified at N <= 512 (never binding): spectune prices MoE compute with the
     # GEMM curve at the tokens per expert instead.
-    return {"moe_call_us": p[0], "moe_expert_us": p[1], "moe_bandwidth_fraction": p[2]}, err, cnt
+    return _fit(lambda p: np.log(model(p) / t), [15, 0.5, 0.8, 0.5], [0, 0, 0.1, 0.01], [100, 20, 1, 1],
+                lambda p: {"moe_call_us": p[0], "moe_expert_us": p[1], "moe_bandwidth_fraction": p[2]},
+                N <= DECODE_ROWS)
 
 
 #: The MXFP4 MoE kernel serving stacks run for gpt-oss on Hopper, as aiconfigurator labels it: the
@@ -124,7 +181,7 @@ def _moe_compute(flops, per_expert, peak, gemm, tile=True):
     return flops / (gemm["gemm_flops_fraction"] * peak * rows / (rows + gemm["gemm_m_half"]))
 
 
-def fit_moe_mxfp4(data: Path, gpu: str, gemm: dict, moe: dict):
+def fit_moe_mxfp4(data: Path, gpu: str, gemm: dict, moe: dict) -> Fit:
     bw, bf16, _ = PEAK[gpu]
     fw, ver, source = MXFP4_ROWS[gpu]
     rows = [r for r in _rows(data / gpu / "moe" / fw / ver / "moe_perf.parquet")
@@ -142,13 +199,14 @@ def fit_moe_mxfp4(data: Path, gpu: str, gemm: dict, moe: dict):
         return np.log((fixed[m] + np.maximum(comp[m], byts[m] / (p[0] * bw))) / t[m])
 
     fit_rows, held = E == 32, E == 128  # gpt-oss-20b shape fitted, gpt-oss-120b held out
-    p, err, cnt = _fit(lambda p: resid(p, fit_rows), [0.7], [0.05], [1.0])
-    held_err = float(np.median(np.abs(resid(p, held))))
+    f = _fit(lambda p: resid(p, fit_rows), [0.7], [0.05], [1.0],
+             lambda p: {"moe_mxfp4_bandwidth_fraction": p[0]}, N[fit_rows] <= DECODE_ROWS)
+    held_err = float(np.median(np.abs(resid(f.p, held))))
     before = float(np.median(np.abs(resid([moe["moe_bandwidth_fraction"]], held))))
-    print(f"  # mxfp4 ({source}): fitted on {cnt} gpt-oss-20b-shape rows (median |log| {err:.3f}); "
+    print(f"  # mxfp4 ({source}): fitted on {f.count} gpt-oss-20b-shape rows (median |log| {f.err:.3f}); "
           f"held out {int(held.sum())} gpt-oss-120b-shape rows: median |log| {held_err:.3f} "
           f"({before:.3f} at moe_bandwidth_fraction)")
-    return {"moe_mxfp4_bandwidth_fraction": p[0]}, err, cnt
+    return f
 
 
 def aiter_mi300x(checkout: Path) -> int:
@@ -183,25 +241,26 @@ def aiter_mi300x(checkout: Path) -> int:
     return 0
 
 
-def _fit_attention(t, byts, par, name):
+def _fit_attention(t, byts, par, name, batch) -> Fit:
     def model(p):
         c, eb, ph = p
         return c * 1e-6 + byts / (eb * par / (par + ph))
 
-    p, err, cnt = _fit(lambda p: np.log(model(p) / t), [10, 0.8, 8], [0, 0.05, 0], [100, 1, 4096])
-    consts = {f"{name}_call_us": p[0], f"{name}_bandwidth_fraction": p[1], f"{name}_parallel_half": p[2]}
-    return consts, err, cnt
+    return _fit(lambda p: np.log(model(p) / t), [10, 0.8, 8], [0, 0.05, 0], [100, 1, 4096],
+                lambda p: {f"{name}_call_us": p[0], f"{name}_bandwidth_fraction": p[1],
+                           f"{name}_parallel_half": p[2]}, batch <= DECODE_ROWS)
 
 
-def fit_gqa(data: Path, gpu: str):
+def fit_gqa(data: Path, gpu: str, engine: str = "sglang") -> Fit:
     bw = PEAK[gpu][0]
-    table = data / gpu / "attention/sglang" / VERSION / "generation_attention_perf.parquet"
-    rows = [r for r in _rows(table)
-            if r["kernel_source"] == "fa3" and r["kv_cache_dtype"] == "bfloat16"
+    version, keep = ENGINE_ROWS[engine]["gqa"]
+    table = _rows(data / gpu / "attention" / engine / version / "generation_attention_perf.parquet")
+    rows = [r for r in table
+            if keep(r) and r["kv_cache_dtype"] == "bfloat16"
             and r["attn_dtype"] == "bfloat16" and r["window_size"] in (0, None, -1)
             and r["isl"] + r["step"] <= 32768 and r["batch_size"] <= 256]
-    if not rows:
-        rows = [r for r in _rows(table)
+    if not rows:  # B200 sglang: no fa3 rows, every kernel of its table
+        rows = [r for r in table
                 if r["kv_cache_dtype"] == "bfloat16" and r["isl"] + r["step"] <= 32768
                 and r["batch_size"] <= 256]
     b = np.array([r["batch_size"] for r in rows], float)
@@ -209,18 +268,44 @@ def fit_gqa(data: Path, gpu: str):
     kv = np.array([r["num_key_value_heads"] for r in rows], float)
     d = np.array([r["head_dim"] for r in rows], float)
     t = np.array([r["latency"] for r in rows]) * 1e-3
-    return _fit_attention(t, b * s * 2 * kv * d * 2 / bw, b * kv, "gqa")
+    return _fit_attention(t, b * s * 2 * kv * d * 2 / bw, b * kv, "gqa", b)
 
 
-def fit_mla(data: Path, gpu: str):
+def fit_mla(data: Path, gpu: str, engine: str = "sglang") -> Fit:
     bw = PEAK[gpu][0]
-    rows = [r for r in _rows(data / gpu / "mla/sglang" / VERSION / "generation_mla_perf.parquet")
+    rows = [r for r in _table(data, gpu, engine, "mla", "mla", "generation_mla_perf")
             if r["kv_cache_dtype"] == "bfloat16" and r["tp_size"] <= 8
             and r["isl"] + r["step"] <= 32768 and r["batch_size"] <= 256]
     b = np.array([r["batch_size"] for r in rows], float)
     s = np.array([r["isl"] + r["step"] for r in rows], float)
     t = np.array([r["latency"] for r in rows]) * 1e-3
-    return _fit_attention(t, b * s * 576 * 2 / bw, b, "mla")  # DeepSeek latent 512 + rope 64
+    return _fit_attention(t, b * s * 576 * 2 / bw, b, "mla", b)  # DeepSeek latent 512 + rope 64
+
+
+FAMILIES = (fit_gemm, fit_moe, fit_gqa, fit_mla)
+
+
+def fit_all(data: Path, gpu: str, engine: str = "sglang") -> dict[str, Fit]:
+    """Every family's fit on one GPU's tables of ``engine``, by family name. The MXFP4 fit
+    (sglang only: TensorRT-LLM's Hopper MXFP4 table holds one gpt-oss-20b shape, nothing to
+    hold out) reuses the GEMM and MoE constants."""
+    fits = {fit.__name__[4:]: fit(data, gpu, engine) for fit in FAMILIES}
+    if engine == "sglang" and gpu in MXFP4_ROWS:
+        fits["moe_mxfp4"] = fit_moe_mxfp4(data, gpu, fits["gemm"].consts, fits["moe"].consts)
+    return fits
+
+
+def kernels_block(gpu: str, engine: str, fits: dict[str, Fit]) -> list[str]:
+    """The ``kernels:`` block's lines for one GPU and engine (profiles/gpus/*.yaml ship sglang's)."""
+    version = ENGINE_ROWS[engine]["gemm"][0]
+    flag = "" if engine == "sglang" else f" --engine {engine}"
+    lines = [f"# {gpu}: aiconfigurator-core 0.12.0 systems/data/{gpu}/*/{engine}/{version}", "kernels:",
+             f"  source: aiconfigurator-core 0.12.0 systems/data/{gpu} {engine} {version}, "
+             f"scripts/fit_kernels.py{flag}"]
+    for name, f in fits.items():
+        lines.append(f"  # {name}: {f.count} rows, median |log(model/measured)| {f.err:.3f}")
+        lines += [f"  {key}: {max(val, 0.0):.3g}  # fit, {name} rows" for key, val in f.consts.items()]
+    return lines
 
 
 def main(argv: list[str]) -> int:
@@ -230,30 +315,16 @@ def main(argv: list[str]) -> int:
             print(f"no aiter checkout at {checkout}; nothing to check", file=sys.stderr)
             return 0
         return aiter_mi300x(checkout)
+    engine = "sglang"
+    if argv[:1] == ["--engine"] and len(argv) > 1 and argv[1] in ENGINE_ROWS:
+        engine, argv = argv[1], argv[2:]
     from aic_data import data_folder
 
     data = data_folder(argv, __doc__)
     if isinstance(data, int):
         return data
-    gpus = argv[1:] or list(PEAK)
-    for gpu in gpus:
-        print(f"# {gpu}: aiconfigurator-core 0.12.0 systems/data/{gpu}/*/sglang/{VERSION}")
-        print("kernels:")
-        print(f"  source: aiconfigurator-core 0.12.0 systems/data/{gpu} sglang {VERSION}, "
-              "scripts/fit_kernels.py")
-        fitted: dict[str, dict] = {}
-        for fit in (fit_gemm, fit_moe, fit_gqa, fit_mla, fit_moe_mxfp4):
-            name = fit.__name__[4:]
-            if fit is fit_moe_mxfp4:
-                if gpu not in MXFP4_ROWS:
-                    continue
-                consts, err, cnt = fit(data, gpu, fitted["gemm"], fitted["moe"])
-            else:
-                consts, err, cnt = fit(data, gpu)
-            fitted[name] = consts
-            print(f"  # {name}: {cnt} rows, median |log(model/measured)| {err:.3f}")
-            for key, val in consts.items():
-                print(f"  {key}: {max(val, 0.0):.3g}  # fit, {name} rows")
+    for gpu in argv[1:] or list(PEAK):
+        print("\n".join(kernels_block(gpu, engine, fit_all(data, gpu, engine))))
     return 0
 
 
