@@ -293,3 +293,14 @@ def test_the_python_form_calls_the_class_with_its_fields(profile: Path, version:
     cfg = {"decoding_type": cls["decoding_type"], **kwargs}
     assert refusals(cfg, version) == []
     assert cfg == yaml.safe_load(api.emit(rec, "trtllm").text)["speculative_config"]
+
+
+def test_provisional_engine_constants_are_said_on_every_recommendation() -> None:
+    """The trtllm engine profile carries vLLM's constants until TensorRT-LLM's are measured:
+    a recommendation priced with them says so; one priced with measured constants does not."""
+    import spectune
+
+    trt = spectune.recommend("llama-3.1-70b-h100-eagle3-trtllm")
+    assert trt.deployment.engine.provisional
+    assert any("provisional constants" in n and "not validated" in n for n in trt.notes)
+    assert not any("provisional" in n for n in spectune.recommend("llama-3.1-70b-h100-eagle3").notes)

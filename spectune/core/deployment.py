@@ -123,6 +123,9 @@ class Engine:
     #: as the profile names it; "" for no engine (:data:`NO_ENGINE`, the pure roofline). The
     #: engine is never told from ``name``.
     family: str = ""
+    #: why these constants are not yet measured for this engine ("" once they are): every
+    #: recommendation priced with them says so (profiles/engines/*.yaml ``provisional:``)
+    provisional: str = ""
 
     def draft_overhead(self, kind: str = "") -> float:
         """Fixed seconds of one drafter pass of a ``kind`` drafter."""

@@ -179,6 +179,8 @@ ENGINE = Obj((
                                "rather than running as passes of their own")),
     _opt("ep_exchange", Choice(EP_EXCHANGES)),  # expert-parallel exchange (spectune/core/cost/comm.py)
     _opt("base", Text("a built-in engine whose constants the others override")),
+    _text("provisional", "why the constants are not yet measured for this engine (every "
+                         "recommendation priced with them says so)"),
 ), "a serving engine's overheads",
     rules=(all_of_keys(ENGINE_REQUIRED, "base", "required unless 'base' names a built-in engine"),
            all_of_keys(("family",), "base", f"the engine these costs are for, one of "
