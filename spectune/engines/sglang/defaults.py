@@ -18,4 +18,5 @@ OWNED_BY = "sglang"  # /v1/models "owned_by" (sglang/srt/entrypoints/openai/prot
 BUILTIN_ADAPTIVE_CANDIDATES = {"1": [1, 3, 5, 7], "8": [0, 1, 3], "32": [0, 1], "64": [0]}
 
 SPEC_DEFAULT_MAX_RUNNING = 48  # running requests SGLang allows with speculation, unless told otherwise
+# (python/sglang/srt/server_args.py ServerArgs: 48 from 0.4.5 on; 0.4.4.x set 32)
 LAUNCH = "python -m sglang.launch_server --model-path MODEL"  # the launch line the HTML report shows
