@@ -8,7 +8,7 @@ the band that covered at least 80 % of those points,
 
     speedup_low = speedup * exp(-q90(r)),   speedup_high = speedup * exp(-q10(r)).
 
-On the 23 validation points of this release that is [0.88, 1.09] (rounded outward): spectune is
+On the 28 validation points of this release that is [0.88, 1.09] (rounded outward): spectune is
 optimistic on the EAGLE-1 batch ladder at batch 16-32, and pessimistic on it at batch 2-4
 and 64 (docs/validation.md). It is one band for every operating point: the validation set is
 too small to let the width depend on GPU, model or batch.
