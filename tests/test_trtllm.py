@@ -309,9 +309,9 @@ def test_provisional_engine_constants_are_said_on_every_recommendation() -> None
 
 def test_one_model_drafting_pays_no_cycle_overhead_and_two_model_drafting_keeps_it() -> None:
     """profiles/engines/trtllm.yaml: MTP / EAGLE-3 run inside the target's CUDA graph with the
-    overlap scheduler (no per-cycle engine time); n-gram and draft-model drafting run without it
-    (spec_cycle_overhead_by_kind_us). A deployment resolves its drafter's value once, and a later
-    override of the engine (a calibration's fitted value) stands."""
+    overlap scheduler (no per-cycle engine time, spec_cycle_overhead_by_kind_us); n-gram and
+    draft-model drafting run without it (the default). A deployment resolves its drafter's value
+    once, and a later override of the engine (a calibration's fitted value) stands."""
     import spectune
     from spectune.documents.profiles import load_drafter, load_engine
 
