@@ -296,11 +296,28 @@ def test_the_python_form_calls_the_class_with_its_fields(profile: Path, version:
 
 
 def test_provisional_engine_constants_are_said_on_every_recommendation() -> None:
-    """The trtllm engine profile carries vLLM's constants until TensorRT-LLM's are measured:
-    a recommendation priced with them says so; one priced with measured constants does not."""
+    """The trtllm engine profile says what its constants are not validated on (EAGLE-3, batches
+    above 1, ...): a recommendation priced with them says so; one priced with validated constants
+    does not."""
     import spectune
 
     trt = spectune.recommend("llama-3.1-70b-h100-eagle3-trtllm")
     assert trt.deployment.engine.provisional
     assert any("provisional constants" in n and "not validated" in n for n in trt.notes)
     assert not any("provisional" in n for n in spectune.recommend("llama-3.1-70b-h100-eagle3").notes)
+
+
+def test_one_model_drafting_pays_no_cycle_overhead_and_two_model_drafting_keeps_it() -> None:
+    """profiles/engines/trtllm.yaml: MTP / EAGLE-3 run inside the target's CUDA graph with the
+    overlap scheduler (no per-cycle engine time, spec_cycle_overhead_by_kind_us); n-gram and
+    draft-model drafting run without it (the default). A deployment resolves its drafter's value
+    once, and a later override of the engine (a calibration's fitted value) stands."""
+    import spectune
+    from spectune.documents.profiles import load_drafter, load_engine
+
+    mtp = spectune.recommend("deepseek-v3-8xb200-trtllm-mtp").deployment
+    assert mtp.engine.family == "trtllm" and mtp.engine.spec_cycle_overhead == 0.0
+    ngram = replace(mtp, drafter=load_drafter("ngram"), engine=load_engine("trtllm"))
+    assert ngram.engine.spec_cycle_overhead == pytest.approx(1250e-6)
+    fitted = replace(ngram, engine=replace(ngram.engine, spec_step_overhead=3e-4))
+    assert fitted.engine.spec_cycle_overhead == pytest.approx(3e-4)

@@ -3,7 +3,7 @@ that a recommendation is made for."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from spectune.core.acceptance import Acceptance
@@ -103,6 +103,10 @@ class Engine:
     #: ``(drafter kind, seconds)`` pairs overriding ``draft_pass_overhead`` for that kind
     #: (e.g. a head the engine captures in a CUDA graph).
     draft_pass_overhead_by_kind: tuple[tuple[str, float], ...] = ()
+    #: ``(drafter kind, seconds)`` pairs overriding ``spec_step_overhead`` for that kind (e.g. a
+    #: drafter the engine runs outside the target's graph, without its overlap scheduler);
+    #: resolved once per deployment (:meth:`for_drafter`).
+    spec_step_overhead_by_kind: tuple[tuple[str, float], ...] = ()
     prefill_token_cost: float = 0.0
     #: tokens per KV-cache block (vLLM ``--block-size``): prefix caching shares whole blocks
     #: only, so a shared prefix counts down to a multiple of it; 0 = not known (token-granular).
@@ -130,6 +134,13 @@ class Engine:
     def draft_overhead(self, kind: str = "") -> float:
         """Fixed seconds of one drafter pass of a ``kind`` drafter."""
         return dict(self.draft_pass_overhead_by_kind).get(kind, self.draft_pass_overhead)
+
+    def for_drafter(self, kind: str) -> Engine:
+        """This engine as it runs a ``kind`` drafter: the kind's speculative-cycle overhead in
+        ``spec_step_overhead`` and the per-kind table spent (so a later override, e.g. a
+        calibration's fitted value, stands)."""
+        cycle = dict(self.spec_step_overhead_by_kind).get(kind, self.spec_step_overhead)
+        return replace(self, spec_step_overhead=cycle, spec_step_overhead_by_kind=())
 
     @property
     def spec_cycle_overhead(self) -> float:
@@ -231,3 +242,9 @@ class Deployment:
     undrafted_share: float | None = None
     #: a calibrated deployment's own uncertainty (spectune calibrate); None: the validation band
     spread: FitSpread | None = None
+
+    def __post_init__(self) -> None:
+        # Every pricing path reads the engine from here: resolve its per-drafter-kind terms once
+        # (a deployment given another drafter takes the profile's engine again to re-resolve).
+        if self.engine.spec_step_overhead_by_kind:
+            object.__setattr__(self, "engine", self.engine.for_drafter(self.drafter.kind))

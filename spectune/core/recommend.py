@@ -69,7 +69,7 @@ def recommend(dep: Deployment) -> Recommendation:
     notes += lengths_notes(dep.workload)
     if dep.engine.provisional:  # unmeasured engine constants: the numbers claim no more than that
         notes.append(f"engine {dep.engine.name}: provisional constants ({dep.engine.provisional}); "
-                     "the predicted speedups are not validated for this engine")
+                     "the predicted speedups are not validated beyond that")
     # The engine sizes per-draft-position state (linear attention) by its largest gamma.
     mem = memory(dep.model, dep.drafter, dep.gpu, dep.parallelism,
                  grid.batch[:, None].astype(float), grid.context[None, :].astype(float),

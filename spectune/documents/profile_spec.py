@@ -170,6 +170,9 @@ ENGINE = Obj((
     _opt("draft_pass_overhead_by_kind_us",
          Obj(tuple(_opt(k, _num(OVERHEAD_US, "microseconds")) for k in DRAFTER_KINDS),
              "draft pass overhead by drafter kind, microseconds")),
+    _opt("spec_cycle_overhead_by_kind_us",
+         Obj(tuple(_opt(k, _num(OVERHEAD_US, "microseconds")) for k in DRAFTER_KINDS),
+             "speculative-cycle overhead by drafter kind, microseconds")),
     _us("prefill_token_cost_us"), _us("spec_sequence_cost_us"), _us("sequence_cost_us"),
     _opt("max_num_batched_tokens", Number(integer=True, minimum=1, maximum=MAX_CONTEXT,
                                           description="chunked-prefill token budget per step (vLLM "

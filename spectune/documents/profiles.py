@@ -156,8 +156,11 @@ def engine_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], base: Eng
     def us(k: str, default: float) -> float:
         return float(v[k]) * 1e-6 if k in v else default
 
+    def by_kind(k: str, default: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
+        table = v.get(k)
+        return default if table is None else tuple((kind, float(x) * 1e-6) for kind, x in table.items())
+
     b = base or Engine("", 0.0, 0.0, 0.0, 0.0)
-    by_kind = v.get("draft_pass_overhead_by_kind_us")
     return Engine(
         name=str(v.get("name") or b.name),
         family=str(v.get("family") or b.family),
@@ -173,8 +176,8 @@ def engine_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], base: Eng
         sequence_cost=us("sequence_cost_us", b.sequence_cost),
         version=str(v.get("version") or b.version),
         source=doc.file,
-        draft_pass_overhead_by_kind=(tuple((k, x * 1e-6) for k, x in by_kind.items())
-                                     if by_kind is not None else b.draft_pass_overhead_by_kind),
+        draft_pass_overhead_by_kind=by_kind("draft_pass_overhead_by_kind_us", b.draft_pass_overhead_by_kind),
+        spec_step_overhead_by_kind=by_kind("spec_cycle_overhead_by_kind_us", b.spec_step_overhead_by_kind),
         prefill_token_cost=us("prefill_token_cost_us", b.prefill_token_cost),
         max_num_batched_tokens=int(v.get("max_num_batched_tokens", b.max_num_batched_tokens)),
         mixed_prefill=bool(v.get("mixed_prefill", b.mixed_prefill)),

@@ -22,9 +22,11 @@ import numpy as np
 from spectune.core.acceptance import Acceptance
 from spectune.core.cost import step_cost
 from spectune.core.deployment import Deployment, Engine, Parallelism, Workload
+from spectune.core.model import Model
 from spectune.core.speedup import speedup_grid
 from spectune.documents.families import DEFAULT_ENGINE
-from spectune.documents.profiles import load_drafter, load_engine, load_gpu, load_model
+from spectune.documents.profiles import load_drafter, load_engine, load_gpu, load_model, model_from_mapping
+from spectune.documents.yaml_doc import Doc
 
 USES = ("fit", "validation")
 
@@ -63,12 +65,21 @@ def deployment(row: Mapping[str, Any]) -> Deployment:
     else:
         acc = Acceptance.iid(float(row["alpha"]))
     return Deployment(
-        name="validate", gpu=load_gpu(row["gpu"]), model=load_model(row["model"]),
+        name="validate", gpu=load_gpu(row["gpu"]), model=row_model(row),
         drafter=load_drafter(row["drafter"]),
         parallelism=Parallelism(int(row.get("tp", 1)), int(row.get("ep", 1)), int(row.get("dp", 1))),
         engine=load_engine(row.get("engine", DEFAULT_ENGINE)),
         workload=Workload((int(row["batch"]),), (int(row.get("context", 1024)),)),
         acceptance=acc, gamma_max=gamma)
+
+
+def row_model(row: Mapping[str, Any]) -> Model:
+    """The row's built-in model, with ``model_dtypes`` (the storage the source ran, as a
+    profile's ``model: {base: NAME, dtypes: {...}}`` gives it) laid over its own."""
+    if not row.get("model_dtypes"):
+        return load_model(row["model"])
+    doc = Doc(None, "docs/published-speedups.yaml")
+    return model_from_mapping(doc, ("model_dtypes",), {"base": row["model"], "dtypes": row["model_dtypes"]})
 
 
 def prefill_seconds(dep: Deployment, input_len: int) -> float:
@@ -173,7 +184,7 @@ def log_residual_band(points: Iterable[Point], coverage: float = 0.8) -> tuple[f
 def plain_deployment(row: Mapping[str, Any], engine: Engine | None = None) -> Deployment:
     """The deployment of a plain-decode row of docs/plain-decode.yaml (no drafter)."""
     return Deployment(
-        name="plain", gpu=load_gpu(row["gpu"]), model=load_model(row["model"]),
+        name="plain", gpu=load_gpu(row["gpu"]), model=row_model(row),
         drafter=load_drafter("ngram"),
         parallelism=Parallelism(int(row.get("tp", 1)), int(row.get("ep", 1)), int(row.get("dp", 1))),
         engine=engine or load_engine(row.get("engine", "sglang")),
