@@ -15,6 +15,7 @@ import yaml
 
 from spectune.core.plan import Plan, Range, describe, describe_mix, off_reason, smoothing_note
 from spectune.core.recommend import Recommendation
+from spectune.engines.options import check_drafter
 from spectune.engines.trtllm.releases import (
     CONFIG_FLAG_MIN,
     DRAFT_TARGET_LITERAL_MIN,
@@ -95,13 +96,8 @@ def trtllm_speculative_config(rec: Recommendation,
     dep = rec.deployment
     kind = decoding_type(dep.drafter.kind)
     path = dep.drafter.path
-    if kind in NEEDS_MODEL and not path:
-        raise InputError(f"TensorRT-LLM's {kind} needs the drafter's weights: set 'path' (the Hugging Face "
-                         "id or directory for speculative_model_dir) in the drafter profile",
-                         key="drafter.path")
-    if dep.drafter.topk > 1:
-        raise InputError(f"spectune emits TensorRT-LLM chains only (this drafter is a tree, topk = "
-                         f"{dep.drafter.topk}); describe the drafter with topk 1", key="drafter.topk")
+    check_drafter(dep, f"TensorRT-LLM's {kind}", chains="spectune emits TensorRT-LLM chains only",
+                  loads="for speculative_model_dir" if kind in NEEDS_MODEL else None)
     version = target_version(dep.engine)
     upper = upper_bound_keys(version)
     notes: list[str] = []
