@@ -84,9 +84,25 @@ def test_acceptance_is_what_the_drained_iterations_imply_exactly() -> None:
     assert s.draft_acceptance_rate == pytest.approx(125 / 300, abs=1e-12)
     assert s.per_position is None and "no per-position" in (s.per_position_note or "")
     assert obs.acceptance is not None and obs.acceptance.kind == "mean-length"
+    # the acceptance recommend gets yields exactly that mean length at K = 3
+    assert float(obs.to_acceptance().expected_tokens(3)) == pytest.approx(1 + 125 / 100, abs=1e-9)
     assert obs.engine.name == "trtllm" and obs.engine.version == "1.2.1"
     assert obs.source.where.endswith("/metrics")
     assert obs.operating_point.running is not None and obs.operating_point.running.mean == 8
+
+
+def test_a_request_metrics_page_without_spec_counters_leads_to_the_json() -> None:
+    """A 1.2.x server also answers /prometheus/metrics, with request-level metrics only (names from
+    tensorrt_llm/metrics/collector.py, stored version index id 46484645625): no speculative series,
+    so host:port is read from /metrics."""
+    page = ('# TYPE trtllm_request_success_total counter\n'
+            'trtllm_request_success_total{engine_type="trtllm",finished_reason="stop",model_name="m"} 3.0\n')
+    srv = serve([batch(0, 2), batch(2, 4), batch(6, 4)])
+    srv.paths[trtllm.METRICS_PATH] = Reply(body=page)
+    with srv:
+        obs = observe(srv)
+    assert obs.source.where == srv.url and "prometheus" not in obs.source.where
+    assert (obs.speculation.drafts, obs.speculation.accepted_tokens) == (32, 40)
 
 
 def test_a_url_with_the_metrics_path_reads_the_same() -> None:

@@ -41,7 +41,15 @@ TensorRT-LLM's own Prometheus collector keeps of the same fields from 1.3.0rc on
 shares apply unchanged. What the first scrape drains happened before the window (its baseline);
 iteration numbers that go back mean a restart: the counters are re-created and the window is cut
 there. One poller only: a second client reading ``/metrics`` takes records this one never sees
-(skipped iteration numbers are counted and noted).
+(skipped iteration numbers are counted and noted). That is also why a server with the counters
+(1.3.0rc on) is not read this way: there a Prometheus collector loop drains the same queue
+(``openai_server.py`` stored version index id 51781230266, "Iteration stats collector loop"; later
+teed into a buffer for ``/metrics``, index id 54820179511, "nvbug 6102381").
+
+Before the counters, ``/prometheus/metrics`` (NVIDIA/TensorRT-LLM#5785) carries request-level
+metrics only (``trtllm_request_success_total``, latency histograms; ``collector.py`` stored version
+index id 46484645625): ``spectune observe`` tries it first and, finding no speculative series,
+reads ``/metrics`` with :class:`IterationStatsReader` (:func:`spectune.observe.api._first_scrape`).
 """
 
 from __future__ import annotations
