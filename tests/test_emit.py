@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from builders import DATA, profile
+from builders import DATA, ENGINE, profile
 from click.testing import CliRunner
 
 from spectune.cli.main import cli
@@ -245,6 +245,23 @@ def test_drafter_without_weights_path_is_an_input_error() -> None:
     for kind in ("vllm", "sglang"):
         with pytest.raises(InputError, match="path"):
             build_snippet(rec, kind)
+
+
+def test_every_emitter_checks_the_drafter_alike() -> None:
+    """One check (spectune.engines.options.check_drafter): weights for a method that loads a model
+    (every engine), a chain where the engine drafts no trees (vLLM, TensorRT-LLM; SGLang drafts trees)."""
+    bare = rec_of(drafter={**EAGLE3, "path": None}, acceptance={"alpha": 0.8})
+    with pytest.raises(InputError, match="TensorRT-LLM's Eagle3 needs the drafter's weights") as err:
+        build_snippet(bare, "trtllm")
+    assert err.value.key == "drafter.path"
+    # a tree priced on a TensorRT-LLM engine (a vLLM-family profile refuses trees when it loads)
+    tree = rec_of(drafter={**EAGLE3, "topk": 2}, acceptance={"alpha": 0.8},
+                  engine={**ENGINE, "name": "trt", "family": "trtllm"})
+    for kind, says in (("vllm", "vLLM drafts chains only"), ("trtllm", "TensorRT-LLM chains only")):
+        with pytest.raises(InputError, match=f"{says} \\(this drafter is a tree, topk = 2\\)") as err:
+            build_snippet(tree, kind)
+        assert err.value.key == "drafter.topk"
+    assert build_snippet(tree, "sglang").text
 
 
 def test_sglang_refuses_ngram_and_standalone_under_attention_dp() -> None:

@@ -140,6 +140,17 @@ def test_the_examples_emit_what_trtllm_accepts(profile: Path, version: str) -> N
         assert ("num_nextn_predict_layers" in cfg) == (version == OLD)
 
 
+def test_a_draft_model_is_spelled_as_each_line_dispatches_it(tmp_path: Path) -> None:
+    """decoding_type "Draft_Target" is the Literal from 1.2 on; 1.0 and 1.1 dispatch on the
+    DecodingBaseConfig.from_dict table, whose key is "DraftTarget" (releases.DRAFT_TARGET_LITERAL_MIN)."""
+    profile = _profile(tmp_path, "llama-3.2-1b-draft", **OVER["llama-3.2-1b-draft"])
+    spelled = {v: (_emitted(profile, v)[0] or {}).get("decoding_type") for v in ("1.0.0", "1.1.0", OLD, NEW)}
+    assert spelled == {"1.0.0": "DraftTarget", "1.1.0": "DraftTarget",
+                       OLD: "Draft_Target", NEW: "Draft_Target"}
+    python = api.emit(_rec(profile, "1.1.0"), "trtllm-python").text
+    assert "DraftTargetDecodingConfig(" in python and "speculative_model_dir=" in python
+
+
 def test_the_checker_refuses_what_trtllm_refuses() -> None:
     assert refusals({"decoding_type": "MTP", "num_nextn_predict_layers": 3}, NEW) == [
         "num_nextn_predict_layers: not a field"]  # init=False on main (remapped with a warning)

@@ -1,7 +1,8 @@
 """What every engine module shares to read a serving configuration back: the
 :class:`Configured` record it fills in, and the option parsing every launcher's argument
 list needs (option/value pairs, whole numbers and draft lengths with file:line errors,
-JSON values, store_true flags, the files a configuration refers to).
+JSON values, store_true flags, the files a configuration refers to); and the drafter checks
+every engine's emitter makes before writing one (:func:`check_drafter`).
 """
 
 from __future__ import annotations
@@ -192,3 +193,18 @@ def with_configured_budget(dep: Deployment, conf: Configured) -> Deployment:
         return dep
     return replace(dep, engine=replace(eng, max_num_batched_tokens=budget, mixed_prefill=mixed))
 
+
+
+def check_drafter(dep: Deployment, method: str, *, loads: str | None, chains: str | None,
+                  or_else: str = "") -> None:
+    """The drafter checks every engine's emitter makes before writing ``method`` (as messages
+    name it: "vLLM's 'eagle3' method"). ``loads``, where the drafter's weights go when the method
+    loads a model (None: it loads none), needs the profile's drafter ``path``; ``chains``, the
+    engine drafting chains only as messages say it (None: trees too), refuses a tree (topk > 1),
+    suggesting ``or_else`` besides a chain. InputError (exit 2) naming the profile key."""
+    if loads is not None and not dep.drafter.path:
+        raise InputError(f"{method} needs the drafter's weights: set 'path' (the Hugging Face id or "
+                         f"directory {loads}) in the drafter profile", key="drafter.path")
+    if chains is not None and dep.drafter.topk > 1:
+        raise InputError(f"{chains} (this drafter is a tree, topk = {dep.drafter.topk}); describe the "
+                         f"drafter with topk 1{or_else}", key="drafter.topk")

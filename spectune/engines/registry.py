@@ -31,6 +31,17 @@ from spectune.engines.options import Configured
 from spectune.errors import InputError
 
 
+class MetricsReader(Protocol):
+    """Reads the answers of a ``/metrics`` that is not a Prometheus exposition (TensorRT-LLM's
+    JSON iteration statistics before its counters): called with each body and its content type
+    in the order they came, it gives an :class:`Exposition` (running sums); ``matched`` turns True
+    once a body was of its kind, so that its faults, not the exposition parser's, are the ones to show."""
+
+    matched: bool
+
+    def __call__(self, text: str, content_type: str | None = None) -> Exposition: ...
+
+
 class Engine(Protocol):
     """What spectune asks of an engine module."""
 
@@ -51,6 +62,9 @@ class Engine(Protocol):
     RESET_COUNTER: str | None  # a counter whose resets() count restarts (None: none)
     SPECULATION_SERIES: tuple[str, ...]  # any of them seen in a window: the server speculates
     SPECULATION_NAMED: str  # those series as messages name them: "vllm:spec_decode_*"
+    # a reader of its /metrics when that answers JSON instead of an exposition, given the server's
+    # version (None: unknown); None from it, or no factory at all: the exposition is the source
+    JSON_METRICS: Callable[[str | None], MetricsReader | None] | None
 
     # ---- settings emitted (spectune emit, recommend --emit) and the gate's reference
     def snippet(self, rec: Recommendation, kind: str, plan: Plan,
@@ -114,4 +128,5 @@ def engine_of_snippet(kind: str) -> Engine:
     raise InputError(f"unknown snippet kind {kind!r}; expected one of {', '.join(kinds)}")
 
 
-__all__ = ["ENGINES", "Configured", "Engine", "engine_for", "engine_of_snippet", "engine_pricing"]
+__all__ = ["ENGINES", "Configured", "Engine", "MetricsReader", "engine_for", "engine_of_snippet",
+           "engine_pricing"]

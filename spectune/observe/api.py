@@ -10,10 +10,10 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from spectune.core.acceptance import Acceptance
-from spectune.documents.exposition import Exposition, has_prefix
+from spectune.documents.exposition import Exposition, has_prefix, parse_exposition
 from spectune.documents.observation import Observation, checked, iso
 from spectune.documents.window import Capture, Snapshot
-from spectune.engines.registry import ENGINES
+from spectune.engines.registry import ENGINES, MetricsReader
 from spectune.errors import (
     BadBodyFault,
     ObserveError,
@@ -36,7 +36,7 @@ from spectune.observe.scrape import (
     normalize_url,
     resolve_token,
 )
-from spectune.redact import clip
+from spectune.redact import clip, scrub
 
 ProgressFn = Callable[[float], None]
 
@@ -96,32 +96,79 @@ class _Saver:
         (self.folder / "index.json").write_text(json.dumps(self.index, indent=1) + "\n", encoding="utf-8")
 
 
-def _first_scrape(opts: ScrapeOptions, url: str, clock: Clock = SYSTEM_CLOCK) -> tuple[ScrapeOptions, Scrape]:
-    """The first scrape, and the options that got it. A URL given without a path means
-    ``/metrics``; when that answers with something other than an exposition, the other paths
-    an engine serves its exposition at (TensorRT-LLM's ``/prometheus/metrics``: its
-    ``/metrics`` is JSON) are tried, and the first fault is raised when none answers."""
+def _speculates(expo: Exposition) -> bool:
+    """Whether an exposition shows the speculative-decoding series of the engine it is from."""
+    return any(has_prefix(expo, e.PREFIX) and any(expo.has(n) for n in e.SPECULATION_SERIES)
+               for e in ENGINES.values())
+
+
+def _json_read(opts: ScrapeOptions, clock: Clock, when: float, text: str,
+               content_type: str | None) -> tuple[Scrape, MetricsReader] | None:
+    """The first scrape's body, which was no exposition, read by an engine's reader of a JSON
+    ``/metrics`` (TensorRT-LLM's iteration statistics; the engine is asked for one given the
+    version its server tells), or None when no engine reads it. Read from the body already
+    fetched, never fetched again: such a ``/metrics`` hands each record out once. A fault of a
+    reader that recognised its kind of body is raised: it names the record and field."""
+    for engine in ENGINES.values():
+        if engine.JSON_METRICS is None:
+            continue
+        with Scraper(opts, clock=clock) as scraper:
+            told = scraper.get_json(engine.VERSION_PATH)
+        version = told.get("version") if isinstance(told, dict) else None
+        reader = engine.JSON_METRICS(version if isinstance(version, str) else None)
+        if reader is None:
+            continue
+        try:
+            return Scrape(when, text, reader(text, content_type)), reader
+        except BadBodyFault as err:
+            if reader.matched:
+                raise BadBodyFault(scrub(f"{opts.display_url}: {err.message}")) from None
+    return None
+
+
+def _first_scrape(opts: ScrapeOptions, url: str,
+                  clock: Clock = SYSTEM_CLOCK) -> tuple[ScrapeOptions, Scrape, MetricsReader | None]:
+    """The first scrape, the options that got it and the reader of its body (None: Prometheus
+    text). In this order: the URL (a URL given without a path means ``/metrics``) as an
+    exposition; given no path, the other paths an engine serves its exposition at (TensorRT-LLM's
+    ``/prometheus/metrics``) when it shows speculative-decoding series; the URL's body read by an
+    engine's reader of a JSON ``/metrics`` (TensorRT-LLM before its Prometheus counters: iteration
+    statistics); an exposition found without speculative series (its engine says what is
+    missing); else the first fault."""
     paths = [e.METRICS_PATH for e in ENGINES.values() if e.METRICS_PATH != "/metrics"]
     raw = url.strip() if "://" in url else "http://" + url.strip()
     try:
         given = urlsplit(raw).path not in ("", "/")
     except ValueError:  # normalize_url has refused such a URL already
         given = True
+    body: list[tuple[float, str, str | None]] = []
+
+    def keep(text: str, content_type: str | None) -> Exposition:
+        body[:] = [(clock.now(), text, content_type)]
+        return parse_exposition(text, content_type)
+
     try:
-        with Scraper(opts, clock=clock) as scraper:
-            return opts, scraper.scrape()
+        with Scraper(opts, clock=clock, parse=keep) as scraper:
+            return opts, scraper.scrape(), None
     except BadBodyFault as err:
-        if given:
-            raise
         first_err = err
     base = urlsplit(opts.url)
-    for path in dict.fromkeys(paths):
+    quiet: tuple[ScrapeOptions, Scrape] | None = None
+    for path in dict.fromkeys(paths) if not given else ():
         other = replace(opts, url=urlunsplit((base.scheme, base.netloc, path, base.query, "")))
         try:
             with Scraper(other, clock=clock) as scraper:
-                return other, scraper.scrape()
+                found = scraper.scrape()
         except ObserveError:
             continue
+        if _speculates(found.exposition):
+            return other, found, None
+        quiet = quiet or (other, found)
+    json = _json_read(opts, clock, *body[0]) if body else None
+    if json is not None:
+        return opts, json[0], json[1]
+    if quiet is not None:
+        return quiet[0], quiet[1], None
     raise first_err
 
 
@@ -135,6 +182,11 @@ def observe_url(url: str, *, window: float = DEFAULT_WINDOW_SECONDS,
                 progress: ProgressFn | None = None, ask_version: bool = True,
                 clock: Clock = SYSTEM_CLOCK) -> Observation:
     """Observe one window of the server at ``url`` (``host:port`` or a full /metrics URL).
+
+    Where a server's ``/metrics`` answers JSON -- TensorRT-LLM before its Prometheus counters
+    (1.0 to 1.2.x) answers its iteration statistics there, and each GET drains them -- the
+    engine's reader sums what every scrape drains into running counters, so the window is the
+    iterations answered after its first scrape (see :func:`_first_scrape` for the order tried).
 
     ``window`` and ``interval`` in seconds. The first scrape decides the engine and model
     and fails fast (no spec metrics, several models without ``model_name``, ...). An
@@ -151,8 +203,9 @@ def observe_url(url: str, *, window: float = DEFAULT_WINDOW_SECONDS,
     opts = ScrapeOptions(normalize_url(url), timeout, retries, backoff, token, ca_bundle, insecure)
     saver = _Saver(save_scrapes)
     notes: list[str] = []
-    opts, first = _first_scrape(opts, url, clock)
-    with Scraper(opts, clock=clock) as scraper:
+    opts, first, reader = _first_scrape(opts, url, clock)
+    # a reader of JSON keeps running sums across the scrapes: the same one reads the window
+    with Scraper(opts, clock=clock, parse=reader or parse_exposition) as scraper:
         saver.add(0, first)
         if first.attempts > 1:
             notes.append(f"sample 0 needed {first.attempts} attempts ({'; '.join(first.retry_reasons)})")

@@ -242,11 +242,14 @@ def _classify_connection_error(err: BaseException, where: str) -> ObserveError:
 class Scraper:
     """Fetches and parses ``/metrics`` with the retry, timeout, token and TLS policy of
     :class:`ScrapeOptions`. ``clock`` stamps each scrape and sleeps between retries
-    (``sleep``, when given, sleeps instead)."""
+    (``sleep``, when given, sleeps instead); ``parse`` reads each body (an engine's reader of
+    a JSON ``/metrics``; default: the Prometheus text parser)."""
 
     def __init__(self, options: ScrapeOptions, sleep: Callable[[float], None] | None = None, *,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK,
+                 parse: Callable[[str, str | None], Exposition] = parse_exposition) -> None:
         self.options = options
+        self._parse = parse
         self._clock = clock
         self._sleep = sleep or clock.sleep
         self._session = self._new_session()
@@ -395,7 +398,7 @@ class Scraper:
                 text, ctype = self._attempt()
                 when = self._clock.now()
                 try:
-                    expo = parse_exposition(text, ctype)
+                    expo = self._parse(text, ctype)
                 except BadBodyFault as err:
                     raise BadBodyFault(f"{opt.display_url}: {err.message}") from None
                 return Scrape(when, text, expo, i + 1, tuple(reasons))

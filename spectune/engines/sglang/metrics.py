@@ -68,6 +68,7 @@ HISTOGRAMS: tuple[str, ...] = (PROMPT, GENERATION, ITL)
 GAUGES: tuple[str, ...] = (ACCEPT_LENGTH, ACCEPT_RATE, NUM_STEPS, RUNNING)
 RESET_COUNTER: str | None = None  # no counter: gauges only
 SPECULATION_NAMED = ACCEPT_LENGTH  # as messages name it
+JSON_METRICS = None  # its /metrics is an exposition, always
 SPECULATION_SERIES: tuple[str, ...] = (ACCEPT_LENGTH,)  # sampled in a window: the server speculates
 METRICS = "sglang:spec_accept_length / spec_accept_rate gauges (means, no per-position data)"
 NO_POSITIONS = ("SGLang reports only the mean acceptance length and rate (gauges), no per-position "

@@ -22,6 +22,7 @@ from spectune.core.plan import (
 )
 from spectune.core.recommend import Recommendation
 from spectune.core.tree import verify_width
+from spectune.engines.options import check_drafter
 from spectune.engines.sglang.defaults import LAUNCH, NAME, SPEC_DEFAULT_MAX_RUNNING
 from spectune.errors import (
     InputError,
@@ -69,10 +70,8 @@ def sglang_settings(rec: Recommendation, weights: Mapping[int, float] | None = N
     dp = dep.parallelism.dp
     algo = sglang_algorithm(dep.drafter.kind, dp)
     path = dep.drafter.path
-    if algo in NEEDS_PATH and not path:
-        raise InputError(f"SGLang's {algo} needs the drafter's weights: set 'path' (the Hugging "
-                         "Face id or directory for --speculative-draft-model-path) in the drafter "
-                         "profile", key="drafter.path")
+    check_drafter(dep, f"SGLang's {algo}", chains=None,
+                  loads="for --speculative-draft-model-path" if algo in NEEDS_PATH else None)
     plan = plan or make_plan(rec, weights)
     out = SglangSettings([])
     if plan.max_gamma == 0:

@@ -21,6 +21,11 @@ rate is exact, the number of drafts is draft tokens / K with K given by
 ``--num-speculative-tokens`` (TensorRT-LLM does not export it), and the acceptance handed to
 ``recommend`` is the i.i.d. alpha of that mean length. Per-position counters count finished
 requests, the totals iterations, so they are not mixed.
+
+Releases before the counters (1.0 to 1.2.x) answer ``/metrics`` with their iteration statistics
+(JSON), which :mod:`spectune.engines.trtllm.iterstats` turns into running counters of the same
+two totals plus the drafts (``numRequestsWithDraftTokens``): read here like the exposition, with
+drafts counted (no K needed when every draft had K tokens) and no per-position counts.
 """
 
 from __future__ import annotations
@@ -58,6 +63,13 @@ DRAFTED_POS = "trtllm_spec_decode_drafted_tokens_total"
 ACCEPTED_POS = "trtllm_spec_decode_accepted_tokens_total"
 POSITION = "token_position"
 RUNNING = "trtllm_num_requests_running"
+# Running sums of TensorRT-LLM's JSON iteration statistics (:mod:`.iterstats`): the two totals above
+# under the collector's own names, and these, spectune's (no TensorRT-LLM metric has these names)
+JSON_DRAFTS = "trtllm_iterstats_num_requests_with_draft_tokens_total"  # verify passes with a draft
+JSON_ITERATIONS = "trtllm_iterstats_iterations_total"  # records read
+JSON_SPECULATING = "trtllm_iterstats_speculating_iterations_total"  # records with specDecodingStats
+JSON_SKIPPED = "trtllm_iterstats_skipped_iterations_total"  # iteration numbers never answered
+JSON_CREATED = "trtllm_iterstats_created"  # which server run (iteration numbers went back: a restart)
 SPEC_METRIC = DRAFT_TOKENS  # a labelled Counter: no series until an iteration drafted
 COUNTERS: tuple[str, ...] = (DRAFT_TOKENS, ACCEPTED, DRAFTED_POS, ACCEPTED_POS)
 HISTOGRAMS: tuple[str, ...] = ()
@@ -66,6 +78,7 @@ RESET_COUNTER: str | None = DRAFT_TOKENS
 SPECULATION_SERIES: tuple[str, ...] = COUNTERS
 SPECULATION_NAMED = "trtllm_spec_decode_*"
 METRICS = "trtllm_spec_decode_* counters (per-position)"
+METRICS_JSON = "iteration statistics (GET /metrics JSON, specDecodingStats totals)"
 TOTALS_ONLY = ("no trtllm_spec_decode_drafted/accepted_tokens_total{token_position} series (start the server "
                "with return_perf_metrics: true): the acceptance given to recommend is the i.i.d. alpha "
                "matching the mean acceptance length, with K from --num-speculative-tokens")
@@ -81,8 +94,27 @@ def _select(model: str | None) -> Select | None:
     return where
 
 
+ITERATION_STATS = ("TensorRT-LLM's iteration statistics (GET /metrics JSON) carry no per-position "
+                   "counts: the acceptance given to recommend is the i.i.d. alpha matching the mean "
+                   "acceptance length")
+NO_RECORDS = ("TensorRT-LLM lists iterations at /metrics only with enable_iter_perf_stats: true, and "
+              "1.0 / 1.1 fill specDecodingStats for two-model drafters only (NVIDIA/TensorRT-LLM#9855)")
+
+
+def from_iteration_stats(expo: Exposition) -> bool:
+    """Whether ``expo`` holds the running sums of TensorRT-LLM's JSON iteration statistics."""
+    return expo.has(JSON_ITERATIONS)
+
+
 def check_metrics(expo: Exposition, model: str | None) -> None:
-    """Raise :class:`SpeculationNotEnabled` when no speculative-decoding counter is there."""
+    """Raise :class:`SpeculationNotEnabled` when no speculative-decoding counter is there (from the
+    iteration statistics: when iterations came and none carried ``specDecodingStats``)."""
+    if from_iteration_stats(expo):
+        if (expo.total(JSON_ITERATIONS) or 0) > 0 and not expo.total(JSON_SPECULATING):
+            raise SpeculationNotEnabled(
+                "this TensorRT-LLM server's iteration statistics (/metrics) carry no specDecodingStats: "
+                "speculative decoding is off (no speculative_config)")
+        return
     where = _select(model)
     if not any(expo.get(name, where) for name in COUNTERS):
         raise SpeculationNotEnabled(
@@ -123,7 +155,9 @@ def analyse_window(capture: Capture, model: str | None, opened: Any = None,
     notes = list(capture.notes)
     rows = []
     per_pos_seen = any(e.get(DRAFTED_POS, where) for e in snaps)
+    counted = from_iteration_stats(snaps[-1])  # the JSON iteration statistics count drafts too
     k_given = num_speculative_tokens
+    skipped = 0.0
     for g in segs:
         e0, e1 = snaps[g.first], snaps[g.last]
         if per_pos_seen:
@@ -133,11 +167,16 @@ def analyse_window(capture: Capture, model: str | None, opened: Any = None,
         else:
             dtok = summed_delta(e0, e1, DRAFT_TOKENS, where) or 0.0
             acc = summed_delta(e0, e1, ACCEPTED, where) or 0.0
-            if not k_given:
+            if counted:
+                drafts = summed_delta(e0, e1, JSON_DRAFTS, where) or 0.0
+                skipped += summed_delta(e0, e1, JSON_SKIPPED, where) or 0.0
+            elif not k_given:
                 raise ObserveUsageError("this TensorRT-LLM server shows only the draft/accepted token "
                                         "totals, not the draft length: give it with --num-speculative-tokens "
                                         "K (or start the server with return_perf_metrics: true)")
-            drafts, accepted_pp = dtok / k_given, {}
+            else:
+                drafts = dtok / k_given
+            accepted_pp = {}
         acc, accepted_pp, note = check_segment(drafts, dtok, acc, accepted_pp, capture.source,
                                                capture.count_slack)
         notes += [note] if note else []
@@ -149,9 +188,10 @@ def analyse_window(capture: Capture, model: str | None, opened: Any = None,
     active = [r for r in rows if r[1] > 0]
     if not active:
         about = f" for model {model!r}" if model else ""
+        hint = f" ({NO_RECORDS})" if counted else ""
         raise NoSpeculativeTraffic(f"no speculative traffic in the window{about}: 0 drafts in "
                                    f"{seconds:.1f} s "
-                                   f"({len(snaps)} samples): send traffic or widen --window")
+                                   f"({len(snaps)} samples): send traffic or widen --window{hint}")
     drafts = sum(r[1] for r in active)
     dtok = sum(r[2] for r in active)
     acc = sum(r[3] for r in active)
@@ -177,24 +217,38 @@ def analyse_window(capture: Capture, model: str | None, opened: Any = None,
                                     "(per-position counters)")
         metrics = METRICS
     else:
-        k = int(k_given or 0)
+        k, k_from = (int(k_given), "given") if k_given else _draft_length(dtok, drafts)
         if not 1 <= k <= MAX_GAMMA:
-            raise ObserveUsageError(f"--num-speculative-tokens must be from 1 to {MAX_GAMMA}")
+            if k_from == "given":
+                raise ObserveUsageError(f"--num-speculative-tokens must be from 1 to {MAX_GAMMA}")
+            raise BadBodyFault(f"the server's drafts are {k} tokens long; spectune evaluates 1 to "
+                               f"{MAX_GAMMA}")
+        if counted and dtok > drafts * k * (1 + 1e-9):
+            raise ObserveUsageError(f"--num-speculative-tokens {k} is below the mean draft length the server "
+                                    f"counted ({dtok / drafts:.3f}): give its max_draft_len")
+        if k_from != "given":
+            notes.append(f"K = {k} {k_from}: every draft had {k} tokens")
+        if skipped:
+            notes.append(f"{skipped:g} iteration numbers were never answered: records were dropped (the "
+                         "queue keeps max_stats_len, 1000 by default: use a shorter --interval) or another "
+                         "client read /metrics; the acceptance is over the iterations read")
         tau = 1.0 + acc / drafts
+        about = ITERATION_STATS if counted else TOTALS_ONLY
         spec = Speculation(drafts, dtok, acc, k, dtok / drafts, tau, acc / dtok if dtok else None, None,
-                           TOTALS_ONLY, basis)
-        notes.append(TOTALS_ONLY)
+                           about, basis)
+        notes.append(about)
         iid = Acceptance.from_mean_length(min(max(tau, 1.0), k + 1.0), k,
                                           f"measured: {vtxt} at {where_txt}: i.i.d. alpha from mean "
                                           "acceptance "
-                                          f"length (K = {k} given)")
+                                          f"length (K = {k} {k_from})")
         acceptance = AcceptanceInfo("mean-length", iid.rates, iid.source)
-        metrics = METRICS.replace("per-position", "totals only")
+        metrics = METRICS_JSON if counted else METRICS.replace("per-position", "totals only")
     running = [float(sum(s.value for s in e.get(RUNNING, where))) for e in snaps if e.has(RUNNING)]
+    sampled = ("numActiveRequests of the last iteration before each scrape" if counted
+               else "running requests are sampled at each scrape")
     op = OperatingPoint(running=distribution(running), prompt_tokens=None, generation_tokens=None,
                         iteration_tokens=None, inter_token_latency_seconds=None,
-                        note="running requests are sampled at each scrape; TensorRT-LLM exports no token "
-                             "histograms")
+                        note=f"{sampled}; TensorRT-LLM exports no token histograms")
     return Observation(
         engine=EngineInfo(NAME, version, metrics),
         model_name=model,
@@ -208,6 +262,17 @@ def analyse_window(capture: Capture, model: str | None, opened: Any = None,
         acceptance=acceptance,
         notes=tuple(notes),
     )
+
+
+def _draft_length(draft_tokens: float, drafts: float) -> tuple[int, str]:
+    """K from counted drafts: the mean draft length when it is whole (every draft had K tokens);
+    ObserveUsageError otherwise (shorter drafts: draft_len_schedule, n-gram matches)."""
+    mean = draft_tokens / drafts
+    if abs(mean - round(mean)) > 1e-9 * mean:
+        raise ObserveUsageError(f"the server's drafts were {mean:.3f} tokens long on average, not a whole "
+                                "number (draft_len_schedule, or n-gram matches shorter than K): give its "
+                                "max_draft_len with --num-speculative-tokens")
+    return round(mean), "from draft tokens / drafts"
 
 
 def recording_rules(window: str, matchers: str, by: str, per_instance: str) -> dict[str, str]:

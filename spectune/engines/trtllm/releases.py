@@ -41,6 +41,11 @@ ONE_MODEL_SCHEDULE_MIN = "1.3.0"  # upper-bound keys, verification shortened too
 # counts as 1.3.0 -- an early rc may still read keys as lower bounds)
 CONFIG_FLAG_MIN = "1.2.0"  # `--config` alias of `--extra_llm_api_options` (#9104)
 METRICS_MIN = "1.3.0"  # trtllm_spec_decode_* Prometheus counters (#12545, #12636)
+# decoding_type "Draft_Target": the Literal of DraftTargetDecodingConfig in the discriminated union
+# of 1.2 (llm_args.py index id 7019226376) and main (@ 0004396720054fd8e205cbf616f21f0b57c6b412).
+# Before it, DecodingBaseConfig.from_dict dispatched on a table whose key is "DraftTarget" (1.0:
+# index id 1520735490, 1.1: index id 1090804222), and "Draft_Target" is "Invalid decoding type".
+DRAFT_TARGET_LITERAL_MIN = "1.2.0"
 #: The two lines every emitted form is validated against (tests/fixtures/trtllm/).
 VALIDATED = ("1.2", "1.4.0rc")
 

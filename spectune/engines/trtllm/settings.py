@@ -15,8 +15,10 @@ import yaml
 
 from spectune.core.plan import Plan, Range, describe, describe_mix, off_reason, smoothing_note
 from spectune.core.recommend import Recommendation
+from spectune.engines.options import check_drafter
 from spectune.engines.trtllm.releases import (
     CONFIG_FLAG_MIN,
+    DRAFT_TARGET_LITERAL_MIN,
     NAME,
     ONE_MODEL_SCHEDULE_MIN,
     SCHEDULE_MIN,
@@ -33,15 +35,18 @@ SNIPPET_KINDS: dict[str, str] = {
     "trtllm-python": "speculative_config = <Method>DecodingConfig(...) for tensorrt_llm.LLM(...)",
 }
 
-# spectune drafter kind -> TensorRT-LLM's decoding_type (the Literal of each *DecodingConfig;
-# "Draft_Target" is the literal at both lines, "DraftTarget" only the older from_dict spelling).
+# spectune drafter kind -> TensorRT-LLM's decoding_type (the Literal of each *DecodingConfig: at
+# 1.2 and on main "Draft_Target"; before 1.2 the from_dict key "DraftTarget", emitted for those --
+# see releases.DRAFT_TARGET_LITERAL_MIN. The docs and NVIDIA's examples write "DraftTarget" for
+# 1.2 and 1.3 too, but where 1.2 and main map it onto the Literal is not in their llm_args.py.)
 # EAGLE-1 has no PyTorch-backend path (decoding_type "Eagle" is turned into Eagle3 on main).
 METHODS = {"draft_model": "Draft_Target", "eagle3": "Eagle3", "mtp": "MTP", "ngram": "NGram"}
 NEEDS_MODEL = ("Draft_Target", "Eagle3")
 # decoding_type -> its class in tensorrt_llm.llmapi (the LLM API form, LLM(speculative_config=...));
 # TensorRT-LLM's own tests import all four from there (e.g. tests/unittest/_torch/speculative/
 # test_draft_len_schedule.py: DraftTargetDecodingConfig, NGramDecodingConfig)
-CLASSES = {"Draft_Target": "DraftTargetDecodingConfig", "Eagle3": "Eagle3DecodingConfig",
+CLASSES = {"Draft_Target": "DraftTargetDecodingConfig", "DraftTarget": "DraftTargetDecodingConfig",
+           "Eagle3": "Eagle3DecodingConfig",
            "MTP": "MTPDecodingConfig", "NGram": "NGramDecodingConfig"}
 LAUNCH = "trtllm-serve MODEL --extra_llm_api_options"  # the launch line the HTML report shows
 
@@ -91,13 +96,8 @@ def trtllm_speculative_config(rec: Recommendation,
     dep = rec.deployment
     kind = decoding_type(dep.drafter.kind)
     path = dep.drafter.path
-    if kind in NEEDS_MODEL and not path:
-        raise InputError(f"TensorRT-LLM's {kind} needs the drafter's weights: set 'path' (the Hugging Face "
-                         "id or directory for speculative_model_dir) in the drafter profile",
-                         key="drafter.path")
-    if dep.drafter.topk > 1:
-        raise InputError(f"spectune emits TensorRT-LLM chains only (this drafter is a tree, topk = "
-                         f"{dep.drafter.topk}); describe the drafter with topk 1", key="drafter.topk")
+    check_drafter(dep, f"TensorRT-LLM's {kind}", chains="spectune emits TensorRT-LLM chains only",
+                  loads="for speculative_model_dir" if kind in NEEDS_MODEL else None)
     version = target_version(dep.engine)
     upper = upper_bound_keys(version)
     notes: list[str] = []
@@ -152,7 +152,8 @@ def trtllm_speculative_config(rec: Recommendation,
             smoothed = smoothing_note(plan)
             if smoothed:
                 notes.append(smoothed)
-    cfg: dict[str, Any] = {"decoding_type": kind}
+    old_draft = kind == "Draft_Target" and before(version, DRAFT_TARGET_LITERAL_MIN)
+    cfg: dict[str, Any] = {"decoding_type": "DraftTarget" if old_draft else kind}
     if kind == "MTP" and not upper:
         cfg["num_nextn_predict_layers"] = k  # 1.2.x: the validator copies it into max_draft_len
     else:

@@ -79,6 +79,7 @@ GAUGES: tuple[str, ...] = (RUNNING,)
 RESET_COUNTER: str | None = DRAFTS  # its resets() count the server restarts in a window
 SPECULATION_SERIES: tuple[str, ...] = COUNTERS  # any of them in a window: the server speculates
 SPECULATION_NAMED = "vllm:spec_decode_*"  # those series, as messages name them
+JSON_METRICS = None  # its /metrics is an exposition, always
 
 V1_METRICS = "vllm:spec_decode_* counters (V1 engine, per-position)"
 V0_METRICS = "vllm:spec_decode_* counters (V0 engine: accepted/draft/emitted, no per-position)"

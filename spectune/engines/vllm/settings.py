@@ -25,6 +25,7 @@ from spectune.core.plan import (
 )
 from spectune.core.recommend import Recommendation
 from spectune.engines.engine_version import predates
+from spectune.engines.options import check_drafter
 from spectune.engines.vllm.releases import NAME, SCHEDULE_MIN_VLLM, min_vllm
 from spectune.errors import InputError
 from spectune.version import __version__
@@ -59,14 +60,8 @@ def vllm_speculative_config(rec: Recommendation, weights: Mapping[int, float] | 
     dep = rec.deployment
     method = vllm_method(dep.drafter.kind)
     path = dep.drafter.path
-    if method in NEEDS_MODEL and not path:
-        raise InputError(f"vLLM's {method!r} method needs the drafter's weights: set 'path' (the "
-                         "Hugging Face id or directory vLLM loads) in the drafter profile",
-                         key="drafter.path")
-    if dep.drafter.topk > 1:
-        raise InputError(f"vLLM drafts chains only (no tree: topk = {dep.drafter.topk}); emit for "
-                         "SGLang (--emit sglang), or describe the drafter with topk 1",
-                         key="drafter.topk")
+    check_drafter(dep, f"vLLM's {method!r} method", loads="vLLM loads" if method in NEEDS_MODEL else None,
+                  chains="vLLM drafts chains only", or_else=", or emit for SGLang (--emit sglang)")
     plan = plan or make_plan(rec, weights)
     notes: list[str] = []
     if plan.max_gamma == 0:
