@@ -186,9 +186,14 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
     if mismatches:  # a verdict on another deployment would be silent wrong advice
         raise InputError("the serving configuration is not the profile's deployment: "
                          + "; ".join(mismatches), conf.file, conf.line)
+    exchange, exchange_how = engine_for(conf.engine).priced_exchange(conf, dep)
+    if exchange is not None:  # the expert-parallel exchange the server runs prices every step
+        dep = replace(dep, engine=replace(dep.engine, ep_exchange=exchange))
     rec = recommend(dep)
     warnings = engine_for(conf.engine).profile_warnings(conf, dep) + quantization_mismatches(conf, dep)
     notes = list(rec.notes)
+    if exchange is not None:
+        notes.append(f"expert-parallel exchange priced: {exchange}, from {exchange_how}")
     batches = [int(b) for b in rec.grid.batch]
     gmax = conf.max_gamma(batches)
     grid = rec.grid
@@ -308,6 +313,7 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
             "schedule": [list(r) for r in conf.schedule] if conf.schedule and conf.speculate else None,
             "schedule_active": bool(conf.schedule_active and conf.speculate),
             "data_parallel_size": conf.data_parallel,
+            "ep_exchange": exchange,
             "sglang": dict(sg) if sg is not None else None,
         },
         "profile": {
