@@ -62,6 +62,9 @@ class Configured:
     ep_settings: dict[str, tuple[str, int | None]] = field(default_factory=dict)
     #: SGLang --max-running-requests as configured (None: not stated)
     max_running: int | None = None
+    #: requests the engine runs at once while it speculates as configured (0: no such cap;
+    #: SGLang without --max-running-requests: 48), priced by spectune.core.queueing
+    running_cap: int = 0
 
     @property
     def speculate(self) -> bool:

@@ -62,7 +62,7 @@ from spectune.engines.options import (
     unpriced_exchange,
     whole_number,
 )
-from spectune.engines.sglang.defaults import BUILTIN_ADAPTIVE_CANDIDATES
+from spectune.engines.sglang.defaults import BUILTIN_ADAPTIVE_CANDIDATES, SPEC_DEFAULT_MAX_RUNNING
 from spectune.errors import (
     InputError,
 )
@@ -172,6 +172,7 @@ def read_args(conf: Configured, args: list[str], folder: Path) -> None:
     if vals.get("--max-running-requests") is not None:
         conf.max_running = whole_number(vals["--max-running-requests"], "--max-running-requests", file,
                                         line, lo=1, hi=MAX_BATCH)
+    conf.running_cap = SPEC_DEFAULT_MAX_RUNNING if conf.max_running is None else 0
     algo = vals.get("--speculative-algorithm")
     steps = vals.get("--speculative-num-steps")
     topk = vals.get("--speculative-eagle-topk")
