@@ -161,6 +161,22 @@ def deployment_mismatches(conf: Configured, dep: Deployment) -> list[str]:
     return out
 
 
+def _running_cap(conf: Configured, dep: Deployment) -> Deployment:
+    """``dep`` with the cap on requests running while speculating that the configuration sets
+    (SGLang: 48 without --max-running-requests, none with it; spectune.core.queueing), its
+    engine profile's where the configuration says nothing of it. A stated limit below a
+    batch size holds plain decode too, which is not priced: a warning says so."""
+    if conf.max_running is None and not conf.running_cap:
+        return dep
+    biggest = max(dep.workload.batch_sizes)
+    if conf.max_running is not None and conf.max_running < biggest:
+        conf.warnings.append(f"--max-running-requests {conf.max_running} is below the profile's batch size "
+                             f"{biggest}: both plain and speculative decoding then run at most "
+                             f"{conf.max_running} requests, which is not priced (batch sizes above it are "
+                             "priced as if all ran)")
+    return replace(dep, engine=replace(dep.engine, spec_max_running=conf.running_cap))
+
+
 def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANCE) -> CheckResult:
     """Evaluate ``conf`` at every operating point of ``dep``.
 
@@ -171,6 +187,7 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
     Where the recommended gain is marginal (:func:`spectune.documents.results.marginal_gain`) only
     the slowdown is gated. gamma* per point is reported alongside (``unconstrained_gamma``)."""
     from spectune.core.band import speedup_bands
+    from spectune.core.queueing import capped
     from spectune.core.speedup import speedup_grid
     from spectune.documents.results import marginal_gain, sig
     from spectune.engines.options import with_configured_budget
@@ -186,14 +203,21 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
     if mismatches:  # a verdict on another deployment would be silent wrong advice
         raise InputError("the serving configuration is not the profile's deployment: "
                          + "; ".join(mismatches), conf.file, conf.line)
+    exchange, exchange_how = engine_for(conf.engine).priced_exchange(conf, dep)
+    if exchange is not None:  # the expert-parallel exchange the server runs prices every step
+        dep = replace(dep, engine=replace(dep.engine, ep_exchange=exchange))
+    dep = _running_cap(conf, dep)
     rec = recommend(dep)
     warnings = engine_for(conf.engine).profile_warnings(conf, dep) + quantization_mismatches(conf, dep)
     notes = list(rec.notes)
+    if exchange is not None:
+        notes.append(f"expert-parallel exchange priced: {exchange}, from {exchange_how}")
     batches = [int(b) for b in rec.grid.batch]
     gmax = conf.max_gamma(batches)
     grid = rec.grid
     if gmax > int(rec.grid.gamma.max()):
-        grid = speedup_grid(replace(dep, gamma_max=gmax))
+        wider = replace(dep, gamma_max=gmax)
+        grid = capped(wider, speedup_grid(wider))  # as recommend prices it (spectune.core.queueing)
         notes.append(f"the configuration drafts up to {gmax} tokens, past the profile's gamma_max = "
                      f"{dep.gamma_max}: evaluated on a grid extended to {gmax} (acceptance past the "
                      "positions given holds the last rate)")
@@ -308,6 +332,7 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
             "schedule": [list(r) for r in conf.schedule] if conf.schedule and conf.speculate else None,
             "schedule_active": bool(conf.schedule_active and conf.speculate),
             "data_parallel_size": conf.data_parallel,
+            "ep_exchange": exchange,
             "sglang": dict(sg) if sg is not None else None,
         },
         "profile": {

@@ -287,6 +287,10 @@ def sglang_parser() -> argparse.ArgumentParser:
             if opt["choices"]:
                 kw["choices"] = opt["choices"]
         p.add_argument(*opt["flags"], **kw)
+    # the one scheduling flag emit adds (spectune.engines.sglang.settings._running_cap, tests/
+    # test_queueing.py): declared in python/sglang/srt/arg_groups/fields/schedule.py of the same
+    # wheel, "max_running_requests: Optional[int]"
+    p.add_argument("--max-running-requests", dest="max_running_requests", type=int)
     return p
 
 

@@ -123,6 +123,10 @@ class Engine:
     #: the expert-parallel exchange around each MoE layer (:data:`EP_EXCHANGES`, priced in
     #: :mod:`spectune.core.cost.comm`); profiles/engines/*.yaml cite each engine's default
     ep_exchange: str = "deepep_low_latency"
+    #: requests the engine runs at once while it speculates, unless the server is told
+    #: otherwise (SGLang without ``--max-running-requests``: 48); 0 = no such cap. Above it
+    #: the speculative arm runs that many and queues the rest (spectune.core.queueing).
+    spec_max_running: int = 0
     #: which serving engine these costs are for (an engine package's NAME: "vllm", "sglang"),
     #: as the profile names it; "" for no engine (:data:`NO_ENGINE`, the pure roofline). The
     #: engine is never told from ``name``.

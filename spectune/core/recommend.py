@@ -21,6 +21,7 @@ from spectune.core.deployment import Deployment
 from spectune.core.lengths import lengths_notes
 from spectune.core.memory import Memory, memory, require_weights_fit, shared_prefix
 from spectune.core.priors import assumed_note
+from spectune.core.queueing import cap_note, capped
 from spectune.core.speedup import SpeedupGrid, speedup_grid
 from spectune.core.tree import verify_width
 
@@ -57,7 +58,8 @@ class Recommendation:
 def recommend(dep: Deployment) -> Recommendation:
     """gamma* per operating point; InputError (exit 2) when the weights alone do not fit."""
     require_weights_fit(dep.model, dep.drafter, dep.gpu, dep.parallelism)
-    grid = speedup_grid(dep)
+    free = speedup_grid(dep)
+    grid = capped(dep, free)  # an engine that runs fewer requests while it speculates queues the rest
     sp = grid.speedup
     idx = choose(sp, dep.tie_tolerance)
     gamma_star = grid.gamma[idx]
@@ -67,6 +69,10 @@ def recommend(dep: Deployment) -> Recommendation:
     acc = dep.acceptance
     notes = [n for n in (assumed_note(acc), acc.extrapolation_note(int(grid.gamma.max()))) if n]
     notes += lengths_notes(dep.workload)
+    queue = cap_note(dep, free, gamma_star, free.gamma[choose(free.speedup, dep.tie_tolerance)]) \
+        if grid is not free else None
+    if queue:
+        notes.append(queue)
     if dep.engine.provisional:  # unmeasured engine constants: the numbers claim no more than that
         notes.append(f"engine {dep.engine.name}: provisional constants ({dep.engine.provisional}); "
                      "the predicted speedups are not validated beyond that")

@@ -10,6 +10,7 @@ directory (``spectune check DIR --profiles MAP``), each defined once
 
 from __future__ import annotations
 
+from spectune.core.deployment import EP_EXCHANGES
 from spectune.documents.docspec import Choice, Field, Flag, Kind, List, Nullable, Number, Obj, Text, Tuple
 from spectune.documents.families import engine_families
 from spectune.documents.results import METADATA
@@ -36,6 +37,7 @@ CHECK_REPORT = Kind("CheckReport", "spectune check",
         Field("schedule", Nullable(List(Tuple((_POS, _POS, _NAT), "[first batch size, last batch size, "
                                                                   "gamma], inclusive"), 1))),
         Field("schedule_active", Flag()), Field("data_parallel_size", _POS),
+        Field("ep_exchange", Nullable(Choice(EP_EXCHANGES))),  # priced as configured; null: no EP MoE
         Field("sglang", Nullable(Obj((
             Field("num_steps", Nullable(_NAT)), Field("eagle_topk", Nullable(_POS)),
             Field("num_draft_tokens", Nullable(_POS)), Field("adaptive", Flag()),

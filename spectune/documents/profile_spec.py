@@ -181,6 +181,11 @@ ENGINE = Obj((
     _opt("mixed_prefill", Flag("prefill chunks ride in decode steps (vLLM; SGLang --enable-mixed-chunk) "
                                "rather than running as passes of their own")),
     _opt("ep_exchange", Choice(EP_EXCHANGES)),  # expert-parallel exchange (spectune/core/cost/comm.py)
+    _opt("spec_max_running_requests", Number(integer=True, minimum=0, maximum=MAX_BATCH,
+                                             description="requests the engine runs at once while it "
+                                                         "speculates unless told otherwise (SGLang "
+                                                         "without --max-running-requests: 48); 0: "
+                                                         "no such cap")),
     _opt("base", Text("a built-in engine whose constants the others override")),
     _text("provisional", "why the constants are not yet measured for this engine (every "
                          "recommendation priced with them says so)"),

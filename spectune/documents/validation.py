@@ -23,6 +23,7 @@ from spectune.core.acceptance import Acceptance
 from spectune.core.cost import step_cost
 from spectune.core.deployment import Deployment, Engine, Parallelism, Workload
 from spectune.core.model import Model
+from spectune.core.queueing import queued
 from spectune.core.speedup import speedup_grid
 from spectune.documents.families import DEFAULT_ENGINE
 from spectune.documents.profiles import load_drafter, load_engine, load_gpu, load_model, model_from_mapping
@@ -132,11 +133,13 @@ def capped_latency(prefill: float, per_token: Any, output_len: int, concurrency:
     rest wait in its queue): the server completes X = R / L(R) requests a second with
     R = min(running, concurrency) in flight, so by Little's law a client waits
 
-        L = L(R) * concurrency / R.
-    """
+        L = L(R) * concurrency / R
+
+    (:func:`spectune.core.queueing.queued`, the factor ``recommend`` prices the same queue
+    with on throughput)."""
     r = max(1, min(running, concurrency))
     return serving_latency(prefill, np.asarray(per_token, dtype=float)[:r], output_len, r,
-                           request_rate) * concurrency / r
+                           request_rate) * float(queued(concurrency, r))
 
 
 def predict(row: Mapping[str, Any]) -> float:

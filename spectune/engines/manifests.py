@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -67,6 +67,8 @@ class Container:
     words: list[str]
     line: int  # where its args (else command, else the container) start
     node: yaml.Node | None
+    #: its literal ``env`` values: name -> (value, line of the entry)
+    env: dict[str, tuple[str, int | None]] = field(default_factory=dict)
 
     def word_base_line(self, k: int) -> int:
         """The line before the first line of word ``k``'s text (a script given to ``sh -c``):
@@ -95,8 +97,10 @@ def manifest_containers(docs: list[tuple[Any, yaml.Node]], file: str) -> Iterato
                                      line_of(child(cnode, key)), key)
             command = [str(x) for x in (c.get("command") or [])]
             args = [str(x) for x in (c.get("args") or [])]
-            env = {str(e["name"]): str(e["value"]) for e in (c.get("env") or [])
-                   if isinstance(e, dict) and "name" in e and "value" in e}
+            entries = {str(e["name"]): (str(e["value"]), line_of(child(child(cnode, "env"), i)))
+                       for i, e in enumerate(c.get("env") or [])
+                       if isinstance(e, dict) and "name" in e and "value" in e}
+            env = {k: v for k, (v, _) in entries.items()}
             where = child(cnode, "args") or child(cnode, "command") or cnode
             yield Container(name, str(c.get("image", "")), command, expand_env(command + args, env),
-                            line_of(where) or 1, cnode)
+                            line_of(where) or 1, cnode, entries)

@@ -54,6 +54,18 @@ class Configured:
     #: decode steps (SGLang --enable-mixed-chunk; None: the engine's default)
     token_budget: int | None = None
     mixed_prefill: bool | None = None
+    #: environment variables the launch sets, literal values only: name -> (value, line)
+    #: (a shell command's ``NAME=value`` words and earlier ``export``s, a container's ``env``)
+    env: dict[str, tuple[str, int | None]] = field(default_factory=dict)
+    #: the settings of the expert-parallel exchange as configured, by the option or
+    #: environment variable that set them (``--all2all-backend``, ``--moe-a2a-backend``, ...):
+    #: (value, line); the engine module's ``priced_exchange`` says what spectune prices
+    ep_settings: dict[str, tuple[str, int | None]] = field(default_factory=dict)
+    #: SGLang --max-running-requests as configured (None: not stated)
+    max_running: int | None = None
+    #: requests the engine runs at once while it speculates as configured (0: no such cap;
+    #: SGLang without --max-running-requests: 48), priced by spectune.core.queueing
+    running_cap: int = 0
 
     @property
     def speculate(self) -> bool:
@@ -208,3 +220,31 @@ def check_drafter(dep: Deployment, method: str, *, loads: str | None, chains: st
     if chains is not None and dep.drafter.topk > 1:
         raise InputError(f"{chains} (this drafter is a tree, topk = {dep.drafter.topk}); describe the "
                          f"drafter with topk 1{or_else}", key="drafter.topk")
+
+
+# --------------------------------------------------------------------------- expert-parallel exchange
+def exchange_priced(dep: Deployment) -> bool:
+    """Whether ``dep`` prices an expert-parallel exchange: a MoE model over ep > 1 GPUs
+    (:mod:`spectune.core.cost.comm`); otherwise the configured backend moves nothing."""
+    return dep.parallelism.ep > 1 and any(getattr(g.ffn, "n_experts", 0) for g in dep.model.layers)
+
+
+def ep_setting(conf: Configured, name: str, val: Any, line: int | None, choices: Sequence[str],
+               engine: str) -> None:
+    """Record an exchange setting (``name`` = ``val``) in ``conf.ep_settings``; InputError
+    (exit 2) naming file, line and the setting when the engine itself refuses the value
+    (``choices``: what its argument parser accepts, ``engine`` names that release)."""
+    value = "" if val is None else str(val).strip()
+    if value not in choices:
+        raise InputError(f"expected one of {', '.join(choices)} ({engine}), got {short(val)}",
+                         conf.file, line, name)
+    conf.ep_settings[name] = (value, line)
+
+
+def unpriced_exchange(conf: Configured, name: str, why: str, priced: str) -> InputError:
+    """The one-line error for a configured exchange spectune cannot price (exit 2): the
+    setting, its file and line, why, and the settings it prices (``priced``, the engine's
+    words for :data:`~spectune.core.deployment.EP_EXCHANGES`)."""
+    value, line = conf.ep_settings[name]
+    return InputError(f"{value!r}: {why}; spectune prices {priced} (or a deployment without expert "
+                      "parallelism)", conf.file, line, name)

@@ -90,6 +90,9 @@ class Engine(Protocol):
 
     def profile_warnings(self, conf: Configured, dep: Deployment) -> list[str]: ...
 
+    # the expert-parallel exchange the configuration runs for ``dep`` and how it was set
+    def priced_exchange(self, conf: Configured, dep: Deployment) -> tuple[str | None, str]: ...
+
     # ---- metrics (spectune observe URL, observe --prometheus)
     def open_window(self, expo: Exposition, model_name: str | None) -> tuple[str | None, Any]: ...
 

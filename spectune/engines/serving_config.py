@@ -8,7 +8,8 @@ the engine's module (:mod:`spectune.engines`) reads its options as the engine wo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,18 @@ class _Command:
     engine: str
     args: list[str]
     line: int
+    env: dict[str, tuple[str, int | None]] = field(default_factory=dict)  # literal NAME=value it runs with
+
+
+#: a shell assignment word, ``NAME=value``
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
+
+
+def _assignments(words: list[str], line: int) -> dict[str, tuple[str, int | None]]:
+    """The ``NAME=value`` words of ``words`` (an ``env``/``export`` prefix, assignments
+    before a command), each with ``line``."""
+    found = (_ASSIGNMENT.fullmatch(w) for w in words)
+    return {m[1]: (m[2], line) for m in found if m}
 
 
 def read_serving_config(path: str) -> Configured:
@@ -63,26 +76,35 @@ def _from_yaml(text: str, file: str) -> Configured:
     return conf
 
 
-def _engine_command(words: list[str]) -> tuple[str, list[str]] | None:
-    """(engine, arguments) when ``words`` launch an engine, else None."""
+def _engine_command(words: list[str]) -> tuple[str, list[str], int] | None:
+    """(engine, arguments, index of the launch word) when ``words`` launch an engine, else None."""
     for i in range(len(words)):
         for name, engine in ENGINES.items():
             args = engine.launch_args(words, i)
             if args is not None:
-                return name, args
+                return name, args, i
     return None
 
 
-def _find_commands(text: str, file: str, base_line: int = 0) -> list[_Command]:
+def _find_commands(text: str, file: str, base_line: int = 0,
+                   env: dict[str, tuple[str, int | None]] | None = None) -> list[_Command]:
+    """The engine commands of a shell script, each with the environment it runs with: ``env``
+    (a container's), what earlier ``export NAME=value`` / ``NAME=value`` lines set and its own
+    ``NAME=value`` prefix words."""
     out = []
+    env = dict(env or {})
     for words, line in shell_commands(text, file):
+        at = base_line + line
         found = _engine_command(words)
         if found:
-            out.append(_Command(found[0], found[1], base_line + line))
+            out.append(_Command(found[0], found[1], at, {**env, **_assignments(words[:found[2]], at)}))
+            continue
+        if words and (words[0] == "export" or _ASSIGNMENT.fullmatch(words[0])):
+            env.update(_assignments(words, at))
             continue
         script = shell_c_script(words)  # sh -c '...' / bash -lc "..." nest a script
         if script is not None:
-            out += _find_commands(words[script], file, base_line + line - 1)
+            out += _find_commands(words[script], file, at - 1, {**env, **_assignments(words[:script], at)})
     return out
 
 
@@ -109,7 +131,7 @@ def _from_shell(text: str, file: str, folder: Path) -> Configured:
 
 
 def _from_command(cmd: _Command, form: str, file: str, folder: Path) -> Configured:
-    conf = Configured(cmd.engine, form, file, cmd.line)
+    conf = Configured(cmd.engine, form, file, cmd.line, env=dict(cmd.env))
     engine_for(cmd.engine).read_args(conf, cmd.args, folder)
     _storage(conf, _referenced_config(cmd, folder))  # a `--config FILE` first, the command line over it
     _storage(conf, from_args(cmd.args))
@@ -140,15 +162,16 @@ def _from_kubernetes(docs: list[tuple[Any, yaml.Node]], file: str) -> Configured
     for c in manifest_containers(docs, file):
         image = [name for name, e in ENGINES.items() if e.runs_image(c.image)]
         if not c.command and image:  # the image's entrypoint runs the engine: args are its
-            found.append((_Command(image[0], c.words, c.line), c.name))
+            found.append((_Command(image[0], c.words, c.line, dict(c.env)), c.name))
             continue
         hit = _engine_command(c.words)
         if hit:
-            found.append((_Command(hit[0], hit[1], c.line), c.name))
+            env = {**c.env, **_assignments(c.words[:hit[2]], c.line)}
+            found.append((_Command(hit[0], hit[1], c.line, env), c.name))
             continue
         k = shell_c_script(c.words)
         if k is not None:
-            found += [(cmd, c.name) for cmd in _find_commands(c.words[k], file, c.word_base_line(k))]
+            found += [(cmd, c.name) for cmd in _find_commands(c.words[k], file, c.word_base_line(k), c.env)]
     if not found:
         raise InputError(f"no container of this Kubernetes manifest runs {_labels()} (looked for "
                          f"{_launches('')} in command/args, or args for an image of theirs)", file)

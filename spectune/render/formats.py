@@ -428,6 +428,8 @@ def _check_table(doc: Document, fmt: str) -> str:
                                          else f"γ = {cfg['num_speculative_tokens']}"))
     else:
         what = "speculation off"
+    if cfg.get("ep_exchange"):
+        what += f"; expert-parallel exchange {cfg['ep_exchange']}"
     prof = doc["profile"]
     where = f"{cfg['file']}" + (f":{cfg['line']}" if cfg.get("line") else "")
     lines: list[str] = []

@@ -28,7 +28,13 @@ test fixture ``tests/data/sglang_spec_args.json``.
   must be one of the candidates. spectune gives each range one candidate, gamma for that
   range, so the choice is the recommendation's, not the EMA's.
 * STANDALONE and NGRAM refuse attention DP ("does not support dp attention").
-* With speculation on and no ``--max-running-requests``, SGLang caps running requests at 48.
+* With speculation on and no ``--max-running-requests``, SGLang caps running requests at 48
+  (:data:`~spectune.engines.sglang.defaults.SPEC_DEFAULT_MAX_RUNNING`).
+* The expert-parallel exchange: ``--moe-a2a-backend`` (``python/sglang/srt/arg_groups/fields/
+  exec_.py`` of the 0.5.23 wheel: default ``none``, choices :data:`A2A_BACKENDS`) and
+  ``--deepep-mode`` (``auto``, the default, "means `low_latency` for decode batch and `normal`
+  for prefill batch"; ``normal``; ``low_latency``); before ``--moe-a2a-backend`` existed,
+  ``--enable-deepep-moe`` turned DeepEP on (``server_args.py`` of sglang 0.4.5).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from spectune.core.cost.comm import AG_RS, DEEPEP_LL
 from spectune.core.deployment import Deployment
 from spectune.core.plan import (
     Range,
@@ -47,16 +54,53 @@ from spectune.engines.options import (
     GAMMA_LIMIT,
     Configured,
     draft_length,
+    ep_setting,
+    exchange_priced,
     read_budget,
     referenced_text,
     split_options,
+    unpriced_exchange,
     whole_number,
 )
-from spectune.engines.sglang.defaults import BUILTIN_ADAPTIVE_CANDIDATES
+from spectune.engines.sglang.defaults import BUILTIN_ADAPTIVE_CANDIDATES, SPEC_DEFAULT_MAX_RUNNING
 from spectune.errors import (
     InputError,
 )
 from spectune.limits import MAX_BATCH, MAX_GPUS
+
+# --------------------------------------------------------------------------- expert-parallel exchange
+#: ``--moe-a2a-backend`` and ``--deepep-mode`` choices (sglang 0.5.23 arg_groups/fields/exec_.py)
+A2A_BACKENDS = ("none", "deepep", "mooncake", "nixl", "mori", "ascend_fuseep", "flashinfer", "megamoe",
+                "deepep_v2", "pplx", "ascend_tp", "flashinfer_megamoe")
+DEEPEP_MODES = ("auto", "normal", "low_latency")
+A2A, MODE, LEGACY_DEEPEP = "--moe-a2a-backend", "--deepep-mode", "--enable-deepep-moe"
+PRICED = f"{A2A} none or deepep with {MODE} auto or low_latency"
+
+
+def priced_exchange(conf: Configured, dep: Deployment) -> tuple[str | None, str]:
+    """The expert-parallel exchange (:data:`~spectune.core.deployment.EP_EXCHANGES`) the
+    configured SGLang runs at decode for ``dep`` and how it was set; (None, "") when ``dep``
+    has no expert-parallel MoE. ``none`` gathers and scatters around the experts
+    (allgather_reducescatter, profiles/engines/sglang.yaml); ``deepep`` runs DeepEP's
+    low-latency kernels on decode batches unless ``--deepep-mode normal``. InputError (exit 2)
+    naming the setting for a backend spectune cannot price."""
+    if not exchange_priced(dep):
+        return None, ""
+    name = A2A if A2A in conf.ep_settings else LEGACY_DEEPEP if LEGACY_DEEPEP in conf.ep_settings else None
+    if name is None:
+        return AG_RS, f"SGLang's default {A2A} none (none configured)"
+    value, line = conf.ep_settings[name]
+    at = f" (line {line})" if line else ""
+    if value == "none":
+        return AG_RS, f"{A2A} none{at}"
+    if value != "deepep":
+        raise unpriced_exchange(conf, name, "its dispatch and combine are not priced", PRICED)
+    mode = conf.ep_settings.get(MODE, ("auto", None))[0]
+    if mode == "normal":
+        raise unpriced_exchange(conf, MODE, "DeepEP's normal (high-throughput) kernels are not priced "
+                                "at decode", PRICED)
+    return DEEPEP_LL, f"{name if name == A2A else LEGACY_DEEPEP} deepep{at}, {MODE} {mode}"
+
 
 # --------------------------------------------------------------------------- reading back
 # the command lines :func:`launch_args` recognises, as messages name them
@@ -102,7 +146,7 @@ def read_args(conf: Configured, args: list[str], folder: Path) -> None:
             continue
         o = opt.replace("_", "-")
         if o in ("--speculative-adaptive", "--enable-dp-attention", "--enable-ep-moe",
-                 "--enable-mixed-chunk"):
+                 "--enable-mixed-chunk", LEGACY_DEEPEP):
             flags.add(o)  # store_true: a positional paired with it by _split_options is not its value
             continue
         if o == "--speculative-draft-model":
@@ -120,6 +164,15 @@ def read_args(conf: Configured, args: list[str], folder: Path) -> None:
     conf.expert_parallel = ep > 1 or "--enable-ep-moe" in flags
     read_budget(conf, "--chunked-prefill-size", vals.get("--chunked-prefill-size"), line)
     conf.mixed_prefill = "--enable-mixed-chunk" in flags or None
+    if LEGACY_DEEPEP in flags:
+        conf.ep_settings[LEGACY_DEEPEP] = ("deepep", line)
+    for opt, choices in ((A2A, A2A_BACKENDS), (MODE, DEEPEP_MODES)):
+        if opt in vals:
+            ep_setting(conf, opt, vals[opt], line, choices, "SGLang 0.5.23")
+    if vals.get("--max-running-requests") is not None:
+        conf.max_running = whole_number(vals["--max-running-requests"], "--max-running-requests", file,
+                                        line, lo=1, hi=MAX_BATCH)
+    conf.running_cap = SPEC_DEFAULT_MAX_RUNNING if conf.max_running is None else 0
     algo = vals.get("--speculative-algorithm")
     steps = vals.get("--speculative-num-steps")
     topk = vals.get("--speculative-eagle-topk")

@@ -121,13 +121,46 @@ def sglang_settings(rec: Recommendation, weights: Mapping[int, float] | None = N
         args += ["--speculative-ngram-max-bfs-breadth", "1"]
     if adaptive:
         args += ["--speculative-adaptive", "--speculative-adaptive-config", adaptive_path]
-    biggest = max(b for b, _ in plan.per_batch)
-    if biggest > SPEC_DEFAULT_MAX_RUNNING:
-        out.notes.append(f"SGLang caps running requests at {SPEC_DEFAULT_MAX_RUNNING} with "
-                         f"speculation unless --max-running-requests is set; the profile declares "
-                         f"batch sizes up to {biggest}")
+    args += _running_cap(rec, plan, out.notes)
     out.args = args
     return out
+
+
+def _running_cap(rec: Recommendation, plan: Plan, notes: list[str]) -> list[str]:
+    """``--max-running-requests`` when the γ table speculates above the
+    :data:`SPEC_DEFAULT_MAX_RUNNING` requests SGLang runs at once while speculating without it.
+
+    Priced with that default (the engine profile's ``spec_max_running_requests``, as the
+    built-in SGLang profiles say), the recommendation already queues the rest; the note
+    suggests the flag (a server that runs them all is priced with the key at 0). Priced with
+    another limit (0: none), the flag is emitted so that the server runs what was priced."""
+    biggest = max(b for b, _ in plan.per_batch)
+    if biggest <= SPEC_DEFAULT_MAX_RUNNING:
+        return []
+    above = [b for b, g in plan.per_batch if g > 0 and b > SPEC_DEFAULT_MAX_RUNNING]
+    off = [b for b, g in plan.per_batch if g == 0 and b > SPEC_DEFAULT_MAX_RUNNING]
+    cap = rec.deployment.engine.spec_max_running
+    where = f"batch {', '.join(str(b) for b in above)}"
+    if cap == SPEC_DEFAULT_MAX_RUNNING:
+        fix = (f"Launching with --max-running-requests {biggest} runs them all; price that with "
+               "spec_max_running_requests: 0 in the engine profile and emit again")
+        if above:
+            notes.append(f"the recommendation speculates at {where}, above the {cap} requests SGLang runs "
+                         f"at once while speculating without --max-running-requests: its speedups there "
+                         f"are priced with {cap} running and the rest queued. {fix}")
+        if off:  # the cap holds whatever the step count: above it the server speculates as at the cap
+            notes.append(f"the recommendation turns speculation off at batch {', '.join(map(str, off))}, "
+                         f"but SGLang speculating without --max-running-requests never runs more than "
+                         f"{cap} requests, so it speculates there as at batch {cap} with the rest queued, "
+                         f"which the recommendation prices as no gain. {fix}")
+        return []
+    if not above:
+        return []
+    running = cap or biggest
+    notes.append(f"--max-running-requests {running}: without it SGLang runs at most "
+                 f"{SPEC_DEFAULT_MAX_RUNNING} requests at once while speculating, and the recommendation "
+                 f"speculates at {where} with the engine profile's spec_max_running_requests = {cap}")
+    return ["--max-running-requests", str(running)]
 
 
 

@@ -16,6 +16,7 @@ from spectune.engines.trtllm.config import (
     LAUNCHES,
     claims_config_file,
     launch_args,
+    priced_exchange,
     profile_warnings,
     read_args,
     read_config_file,
@@ -44,6 +45,7 @@ __all__ = [
     "CONFIG_FORM", "COUNTERS", "GAUGES", "HISTOGRAMS", "JSON_METRICS", "LABEL", "LAUNCHES", "METHODS",
     "METRICS_PATH", "NAME", "OWNED_BY", "PREFIX", "RESET_COUNTER", "SNIPPET_KINDS", "SPECULATION_NAMED",
     "SPECULATION_SERIES", "SPEC_METRIC", "VERSION_PATH", "analyse_window", "check_metrics",
-    "claims_config_file", "launch_args", "launch_command", "open_window", "profile_warnings", "read_args",
-    "read_config_file", "recording_rules", "reference", "runs_image", "same_method", "snippet",
+    "claims_config_file", "launch_args", "launch_command", "open_window", "priced_exchange",
+    "profile_warnings", "read_args", "read_config_file", "recording_rules", "reference", "runs_image",
+    "same_method", "snippet",
 ]

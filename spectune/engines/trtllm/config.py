@@ -34,6 +34,7 @@ from spectune.engines.manifests import child, line_of
 from spectune.engines.options import (
     Configured,
     draft_length,
+    exchange_priced,
     flag_on,
     referenced_text,
     split_options,
@@ -254,3 +255,12 @@ def profile_warnings(conf: Configured, dep: Deployment) -> list[str]:
                         f"profile's prompt_lookup_max = {want}: the server drafts differently from what the "
                         "profile's acceptance holds for")
     return warnings
+
+
+def priced_exchange(conf: Configured, dep: Deployment) -> tuple[str | None, str]:
+    """The expert-parallel exchange priced for ``dep``: the engine profile's ``ep_exchange``
+    (spectune does not read TensorRT-LLM's MoE communication settings); (None, "") when
+    ``dep`` has no expert-parallel MoE."""
+    if not exchange_priced(dep):
+        return None, ""
+    return dep.engine.ep_exchange, "the engine profile's ep_exchange (not read from TensorRT-LLM's settings)"

