@@ -2,7 +2,8 @@
 
 docs/aggregated-serving.yaml holds plain-serving measurements no constant was fitted on
 (dstack's DeepSeek-R1 sweeps other than the fit rows of docs/plain-decode.yaml, InferenceX's
-gpt-oss-120b H100 sweep). These tests run the evaluation of scripts/validate_serving.py and
+gpt-oss-120b H100 sweep and DeepSeek-R1 SGLang points, GPUStack's Qwen3-8B runs, the SGLang
+cookbook's benchmarks). These tests run the evaluation of scripts/validate_serving.py and
 assert only what holds; what does not hold is documented in docs/validation.md ("Aggregated
 serving, held out"), not tuned away: changing a constant to fit these rows is forbidden.
 """
@@ -16,9 +17,12 @@ import pytest
 import yaml
 
 from spectune.documents.serving_validation import (
+    ACCEPT_STEP_MEAN,
+    ACCEPT_STEP_MEDIAN,
     LABELS,
     ServingPoint,
     buckets,
+    categories,
     deployment,
     evaluate,
     mean_length,
@@ -66,11 +70,38 @@ def test_rows_price_their_mean_lengths_and_shared_prefix() -> None:
     assert deployment(gsp).workload.shared_prefix_tokens == 2000
 
 
-def test_buckets_cover_three_ratios_and_say_the_fourth_is_empty(points: list[ServingPoint]) -> None:
+def test_rows_price_the_storage_formats_and_prefill_budget_the_run_used() -> None:
+    """A run's fp8 KV cache / FP8 checkpoint and its --chunked-prefill-size reach the deployment
+    laid over the built-in profiles; rows without them keep the profiles' own."""
+    kv = next(r for r in ROWS if (r.get("dtypes") or {}).get("kv_cache") == "fp8")
+    dep = deployment(kv)
+    assert dep.model.kv_dtype == "fp8" and dep.model.expert_dtype == "fp8"  # DeepSeek-R1's own FP8 experts
+    assert dep.engine.max_num_batched_tokens == kv["max_num_batched_tokens"] == 32768
+    fp8 = next(r for r in ROWS if r["model"] == "qwen3-30b-a3b")
+    assert deployment(fp8).model.weight_dtype == "fp8" and deployment(fp8).model.kv_dtype == "bf16"
+    plain = next(r for r in ROWS if r["model"] == "qwen3-8b")
+    assert deployment(plain).model.weight_dtype == "bf16"
+    assert deployment(plain).engine.max_num_batched_tokens == 8192
+
+
+def test_buckets_cover_every_ratio(points: list[ServingPoint]) -> None:
     counts = {b.label: b.n for b in buckets(points)}
     assert list(counts) == list(LABELS)
     assert counts["<1"] >= 5 and counts["1-4"] >= 5 and counts["4-16"] >= 5
-    assert counts[">16"] == 0  # no such published run found (docs/published-speedups.md)
+    # one published run above 16 was found ([X5], 32768 in / 100 out; docs/published-speedups.md)
+    assert counts[">16"] == 1
+
+
+def test_a_32k_prompt_run_is_mostly_prefill_and_priced_so(points: list[ServingPoint]) -> None:
+    """[X5]: Qwen3-30B-A3B-FP8 on one H200 (vLLM), 32768 in / 100 out at concurrency 10: 84.35 ms
+    measured; the aggregated step within 10 %, the decode-only step a fifth of it. The same run
+    with the prefill skipped (vLLM's DecodeBenchConnector) measured 16.02 ms per token
+    (InferenceX experimental/single_node_decodeonly/README.md @ 67f5123): the decode-only
+    step at the same context lands within 10 % of that."""
+    (p,) = [p for p in points if p.bucket == ">16"]
+    assert abs(p.predicted / p.measured - 1) <= 0.10
+    assert p.decode_only / p.measured < 0.3
+    assert abs(p.decode_only / 16.02e-3 - 1) <= 0.10
 
 
 # --------------------------------------------------------------------------- the evaluation
@@ -86,11 +117,12 @@ def test_the_1_to_4_bucket_meets_the_acceptance_on_every_row(points: list[Servin
 
 def test_every_bucket_with_rows_meets_the_acceptance_where_the_stack_is_priced(
         points: list[ServingPoint]) -> None:
-    """Rows whose engine profile prices the stack that ran: <1, 1-4 and 4-16 each within
-    0.85-1.15 on average with median error <= 20 % (0.92 / 15 %, 0.96 / 6 %, 0.93 / 10 %).
-    Over all rows <1 and 4-16 miss (docs/validation.md): the next test says why."""
+    """Rows whose engine profile prices the stack that ran: every bucket within 0.85-1.15 on
+    average with median error <= 20 % (<1 0.94 / 19 %, 1-4 1.00 / 10 %, 4-16 0.95 / 10 %,
+    >16 0.95 / 5 %, one row). Over all rows <1 and 4-16 miss (docs/validation.md): the next
+    test says why."""
     got = [b for b in buckets(_priced(points)) if b.n]
-    assert [b.label for b in got] == ["<1", "1-4", "4-16"]
+    assert [b.label for b in got] == ["<1", "1-4", "4-16", ">16"]
     assert all(b.accepted for b in got), got
 
 
@@ -118,7 +150,7 @@ def test_inferencex_8k_1k_rows_carry_the_prefill_the_decode_step_misses(points: 
     """gpt-oss-120b, 8k in / 1k out on H100 (vLLM 0.15.1): every row but the one the source
     flags (TP4 at concurrency 32, a "scheduling pathology") within 15 % aggregated, and the
     aggregated step nearer measured than decode only on each."""
-    rows = [p for p in points if p.row["source"].startswith("InferenceX") and p.row["input_len"] == 8192
+    rows = [p for p in points if p.row["source"].endswith("[S1]") and p.row["input_len"] == 8192
             and not (p.row["tp"] == 4 and p.row["concurrency"] == 32)]
     assert len(rows) == 7
     for p in rows:
@@ -131,3 +163,16 @@ def test_dense_qwen3_8b_on_h100_within_ten_percent(points: list[ServingPoint]) -
     rows = [p for p in points if p.row["model"] == "qwen3-8b"]
     assert len(rows) == 5
     assert all(abs(p.predicted / p.measured - 1) <= 0.10 for p in rows)
+
+
+def test_moe_and_tp4_dense_categories_against_the_decode_step_band(points: list[ServingPoint]) -> None:
+    """Issue 21's decode-step band (0.90-1.10, median error <= 15 %) per category, on the rows
+    whose stack is priced: MoE (98 rows) 0.97 / 11 %, inside it. Dense at TP >= 4 (6 rows, all
+    Llama-3.1-70B on 8x A100, SGLang 0.5.6, [X1]) 0.896 / 12 %: the median is inside, the mean
+    misses the band's floor by 0.004, as measured (docs/validation.md)."""
+    cats = {b.label: b for b in categories(_priced(points))}
+    moe = cats["MoE"]
+    assert moe.n >= 90 and moe.within(ACCEPT_STEP_MEAN, ACCEPT_STEP_MEDIAN), moe
+    dense = cats["TP>=4 dense"]
+    assert dense.n == 6 and dense.median_error <= ACCEPT_STEP_MEDIAN
+    assert dense.within((0.85, 1.15), ACCEPT_STEP_MEDIAN), dense
