@@ -158,6 +158,7 @@ def engine_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], base: Eng
 
     b = base or Engine("", 0.0, 0.0, 0.0, 0.0)
     by_kind = v.get("draft_pass_overhead_by_kind_us")
+    overlap = v.get("overlap_scheduling")
     return Engine(
         name=str(v.get("name") or b.name),
         family=str(v.get("family") or b.family),
@@ -180,6 +181,11 @@ def engine_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], base: Eng
         mixed_prefill=bool(v.get("mixed_prefill", b.mixed_prefill)),
         ep_exchange=str(v.get("ep_exchange", b.ep_exchange)),
         provisional=str(v.get("provisional") or b.provisional),
+        overlap_since=str(overlap.get("since") or "") if overlap is not None else b.overlap_since,
+        overlap_without=(tuple(overlap.get("without") or ()) if overlap is not None
+                         else b.overlap_without),
+        overlap_not_on=(tuple(overlap.get("not_on") or ()) if overlap is not None
+                        else b.overlap_not_on),
     )
 
 
