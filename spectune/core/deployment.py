@@ -134,6 +134,17 @@ class Engine:
     #: why these constants are not yet measured for this engine ("" once they are): every
     #: recommendation priced with them says so (profiles/engines/*.yaml ``provisional:``)
     provisional: str = ""
+    #: the release from which the engine by default overlaps a step's host work (scheduling,
+    #: input preparation, output processing) with the device's previous step (vLLM's async
+    #: scheduling); "" = not known to (profiles/engines/*.yaml ``overlap_scheduling.since``).
+    #: Not priced: every engine term is one cost on both arms (:mod:`spectune.core.cost.step`).
+    overlap_since: str = ""
+    #: drafter kinds whose speculation the engine runs without that overlap while its plain
+    #: decoding keeps it (vLLM: the CPU n-gram proposer), ``overlap_scheduling.without``
+    overlap_without: tuple[str, ...] = ()
+    #: GPU profiles (keys) on which the engine runs every arm without it (vLLM on a CPU host),
+    #: ``overlap_scheduling.not_on``
+    overlap_not_on: tuple[str, ...] = ()
 
     def draft_overhead(self, kind: str = "") -> float:
         """Fixed seconds of one drafter pass of a ``kind`` drafter."""

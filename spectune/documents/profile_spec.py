@@ -189,6 +189,12 @@ ENGINE = Obj((
     _opt("base", Text("a built-in engine whose constants the others override")),
     _text("provisional", "why the constants are not yet measured for this engine (every "
                          "recommendation priced with them says so)"),
+    _opt("overlap_scheduling", Obj((
+        _text("since", "the release from which the engine overlaps a step's host work with the "
+                       "device's previous step by default (vLLM's async scheduling)"),
+        _opt("without", List(Choice(DRAFTER_KINDS))),
+        _opt("not_on", List(Text("a GPU profile's name (its file name) on which no arm overlaps"))),
+    ), "overlap (async) scheduling: since which release, and the drafter kinds that run without it")),
 ), "a serving engine's overheads",
     rules=(all_of_keys(ENGINE_REQUIRED, "base", "required unless 'base' names a built-in engine"),
            all_of_keys(("family",), "base", f"the engine these costs are for, one of "

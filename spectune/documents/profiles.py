@@ -161,6 +161,7 @@ def engine_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], base: Eng
         return default if table is None else tuple((kind, float(x) * 1e-6) for kind, x in table.items())
 
     b = base or Engine("", 0.0, 0.0, 0.0, 0.0)
+    overlap = v.get("overlap_scheduling")
     return Engine(
         name=str(v.get("name") or b.name),
         family=str(v.get("family") or b.family),
@@ -184,6 +185,11 @@ def engine_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], base: Eng
         ep_exchange=str(v.get("ep_exchange", b.ep_exchange)),
         spec_max_running=int(v.get("spec_max_running_requests", b.spec_max_running)),
         provisional=str(v.get("provisional") or b.provisional),
+        overlap_since=str(overlap.get("since") or "") if overlap is not None else b.overlap_since,
+        overlap_without=(tuple(overlap.get("without") or ()) if overlap is not None
+                         else b.overlap_without),
+        overlap_not_on=(tuple(overlap.get("not_on") or ()) if overlap is not None
+                        else b.overlap_not_on),
     )
 
 

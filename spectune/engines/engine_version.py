@@ -42,3 +42,28 @@ def predates(engine: Engine, engine_name: str, first: str) -> str | None:
         return engine.version if release(engine.version) < release(first) else None
     except ValueError:
         return None
+
+
+def overlap_note(engine: Engine, kind: str, gpu_key: str = "") -> str | None:
+    """Why a ``kind`` drafter's predicted speedup on ``engine`` is optimistic, or None: from
+    release ``engine.overlap_since`` the engine overlaps each plain step's host work with the
+    device's previous step but runs ``kind`` (one of ``engine.overlap_without``) without that
+    overlap, while spectune charges both arms the same host terms. An engine version older
+    than ``overlap_since``, or a GPU profile ``gpu_key`` in ``engine.overlap_not_on``, runs
+    both arms without it (None); an unknown or unreadable version is taken as the current
+    release."""
+    if (kind not in engine.overlap_without or not engine.overlap_since
+            or gpu_key in engine.overlap_not_on):
+        return None
+    try:
+        if engine.version and release(engine.version) < release(engine.overlap_since):
+            return None
+    except ValueError:
+        pass
+    at = f" {engine.version}" if engine.version else ""
+    return (f"engine {engine.name}{at}: plain decoding overlaps each step's host work (scheduling, "
+            f"input preparation, output processing) with the device's previous step (async "
+            f"scheduling, on by default since {engine.overlap_since}), but {kind} speculation runs "
+            f"without it; spectune charges both the same host overhead, so the predicted {kind} "
+            f"speedup is optimistic, most at small batch where host time is a large share of a step "
+            f"(not priced: no measurement isolates it; the engine profile's overlap_scheduling)")
