@@ -124,16 +124,17 @@ def fit_gemm(data: Path, gpu: str, engine: str = "sglang") -> Fit:
 
 
 def fit_gemm_rows(m: np.ndarray, n: np.ndarray, k: np.ndarray, t: np.ndarray, bw: float, bf16: float,
-                  m_half_max: float = 512.0) -> Fit:
+                  lo: tuple = (0, 0.1, 0.05, 0), hi: tuple = (50, 1, 1, 512)) -> Fit:
     """The GEMM curve fitted to bf16 GEMMs of m x k by k x n taking ``t`` seconds, against peak
-    bandwidth ``bw`` (bytes/s) and ``bf16`` FLOP/s."""
+    bandwidth ``bw`` (bytes/s) and ``bf16`` FLOP/s; ``lo``/``hi``: bounds of (call us, e_b, e_c,
+    m_half) (defaults: a GPU's)."""
     flops, byts = 2 * m * n * k, n * k * 2 + m * (n + k) * 2
 
     def model(p):
         c, eb, ec, mh = p
         return c * 1e-6 + np.maximum(flops / (ec * bf16 * m / (m + mh)), byts / (eb * bw))
 
-    return _fit(lambda p: np.log(model(p) / t), [5, 0.8, 0.7, 8], [0, 1e-3, 1e-3, 0], [5000, 1, 1, m_half_max],
+    return _fit(lambda p: np.log(model(p) / t), [5, 0.8, 0.7, 8], list(lo), list(hi),
                 lambda p: {"gemm_call_us": p[0], "gemm_bandwidth_fraction": p[1], "gemm_flops_fraction": p[2],
                            "gemm_m_half": p[3]}, m <= DECODE_ROWS)
 
@@ -151,8 +152,9 @@ def cpu_kernels(csv_path: Path, gpu: dict) -> tuple[dict, Fit]:
         rows = list(csv.DictReader(fh))
     m, n, k = (np.array([float(r[c]) for r in rows]) for c in "mnk")
     t = np.array([float(r["latency_ms"]) for r in rows]) * 1e-3
+    # a CPU's fractions of its placeholder peaks can be far below a GPU's: wider bounds
     fit = fit_gemm_rows(m, n, k, t, gpu["hbm_bandwidth_tbps"] * 1e12, gpu["peak_tflops"]["bf16"] * 1e12,
-                        m_half_max=4096.0)
+                        lo=(0, 1e-3, 1e-3, 0), hi=(5000, 1, 1, 4096))
     bw = gpu["achievable"]["bandwidth_fraction"]
     # H100 fit's fixed costs (profiles/gpus/h100-sxm.yaml), as default_kernels gives a GPU without tables
     kernels = {"source": f"scripts/cpu_gemm.py timings ({len(rows)} GEMMs, median |log(model/measured)| "
@@ -351,7 +353,8 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--cpu-gemm"] and len(argv) > 1:
         import yaml
 
-        gpu = yaml.safe_load((Path(__file__).resolve().parents[1] / "profiles" / "gpus" / "cpu.yaml").read_text())
+        cpu = Path(__file__).resolve().parents[1] / "profiles" / "gpus" / "cpu.yaml"
+        gpu = yaml.safe_load(cpu.read_text(encoding="utf-8"))
         kernels, fit = cpu_kernels(Path(argv[1]), gpu)
         print(f"# GEMM: {fit.count} rows, median |log(model/measured)| {fit.err:.3f}", file=sys.stderr)
         print(yaml.safe_dump({"kernels": kernels}, sort_keys=False), end="")
