@@ -68,10 +68,11 @@ def tune(profile: Deployment | str | Path, *, observation: Observation | str | P
                            contexts_given=bool(context_lengths)))
     if prepared.notes:
         rec = replace(rec, notes=prepared.notes + rec.notes)
-    if (rec.gamma_star > 0).any():
+    dep = rec.deployment
+    # the note's module only where it can apply (start-up: most drafters never need it)
+    if dep.drafter.kind in dep.engine.overlap_without and (rec.gamma_star > 0).any():
         from spectune.engines.engine_version import overlap_note
 
-        dep = rec.deployment
         lost = overlap_note(dep.engine, dep.drafter.kind, dep.gpu.key)
         rec = replace(rec, notes=(*rec.notes, lost)) if lost else rec
     mix_note = None
