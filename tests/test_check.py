@@ -404,10 +404,10 @@ def test_sglang_adaptive_off_under_dp_attention(tmp_path: Path) -> None:
     f = tmp_path / "launch.sh"
     f.write_text("python -m sglang.launch_server --speculative-algorithm EAGLE --speculative-num-steps 3 "
                  "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4 --speculative-adaptive "
-                 "--speculative-adaptive-config a.json --enable-dp-attention --dp-size 2\n")
+                 "--speculative-adaptive-config a.json --tp-size 2 --enable-dp-attention --dp-size 2\n")
     conf = read_serving_config(str(f))
     assert conf.schedule_active is False and conf.gamma_at(128) == 3
-    f.write_text(f.read_text().replace(" --enable-dp-attention --dp-size 2", ""))
+    f.write_text(f.read_text().replace(" --tp-size 2 --enable-dp-attention --dp-size 2", ""))
     conf = read_serving_config(str(f))
     assert conf.schedule_active and conf.gamma_at(1) == 3 and conf.gamma_at(128) == 1
 
@@ -517,7 +517,8 @@ def launch(prof: str, engine: str) -> str:
     if engine == "vllm":
         return (f"{dep.model.name} -tp {p.tp}" + (f" -dp {p.dp}" if p.dp > 1 else "")
                 + (" --enable-expert-parallel" if p.ep > 1 else ""))
-    return (f"--model-path {dep.model.name} --tp-size {p.tp}" + (f" --ep-size {p.ep}" if p.ep > 1 else "")
+    # SGLang's --tp-size counts every GPU under attention DP (each rank's TP is tp/dp)
+    return (f"--model-path {dep.model.name} --tp-size {p.tp * p.dp}" + (f" --ep-size {p.ep}" if p.ep > 1 else "")
             + (f" --enable-dp-attention --dp-size {p.dp}" if p.dp > 1 else ""))
 
 
@@ -674,11 +675,11 @@ def test_sglang_ngram_without_steps_names_the_real_problem(tmp_path: Path) -> No
 # --------------------------------------------------------------------------- parsing kept after clean-up
 def test_store_true_flag_before_a_positional_and_two_engine_containers(tmp_path: Path) -> None:
     f = tmp_path / "launch.sh"
-    f.write_text("python -m sglang.launch_server --enable-dp-attention llama-3.1-8b --dp-size 2 "
+    f.write_text("python -m sglang.launch_server --enable-dp-attention llama-3.1-8b --dp-size 2 --tp 2 "
                  "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1 "
                  "--speculative-num-draft-tokens 4\n")
     conf = read_serving_config(str(f))
-    assert conf.data_parallel == 2 and conf.gamma == 3
+    assert conf.data_parallel == 2 and conf.tensor_parallel == 1 and conf.gamma == 3
     k8s = tmp_path / "pod.yaml"
     k8s.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
                    "  - name: a\n    image: vllm/vllm-openai\n    args: [llama-3.1-8b, --speculative-config, "
@@ -731,3 +732,23 @@ def test_an_engine_named_after_another_engine_is_priced_by_its_family(runner: Cl
     deploy = deploy_settings(rec)
     assert deploy.kind == "vllm" and deploy.command is not None
     assert deploy.command.startswith("vllm serve MODEL --speculative-config")
+
+
+def test_sglang_dp_attention_splits_the_tp_size(tmp_path: Path) -> None:
+    """Under --enable-dp-attention SGLang's --tp-size is every GPU and each attention rank runs
+    tp/dp of them (dp_attention.py, attn_tp_size = tp_size // dp_size): spectune's tp is that;
+    without it --dp-size is independent replicas, each priced alone."""
+    f = tmp_path / "launch.sh"
+    base = "python -m sglang.launch_server --model-path m --tp 8 --dp-size {dp}{flag}\n"
+    f.write_text(base.format(dp=8, flag=" --enable-dp-attention"))
+    conf = read_serving_config(str(f))
+    assert (conf.tensor_parallel, conf.data_parallel) == (1, 8)
+    f.write_text(base.format(dp=2, flag=" --enable-dp-attention"))
+    assert (read_serving_config(str(f)).tensor_parallel, read_serving_config(str(f)).data_parallel) == (4, 2)
+    f.write_text(base.format(dp=2, flag=""))
+    conf = read_serving_config(str(f))
+    assert (conf.tensor_parallel, conf.data_parallel) == (8, 1)
+    f.write_text(base.format(dp=3, flag=" --enable-dp-attention"))
+    with pytest.raises(InputError) as err:
+        read_serving_config(str(f))
+    assert "launch.sh:1: --dp-size" in str(err.value) and "not a multiple" in str(err.value)

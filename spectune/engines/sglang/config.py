@@ -159,7 +159,18 @@ def read_args(conf: Configured, args: list[str], folder: Path) -> None:
     file, line = conf.file, conf.line
     if vals.get("--model-path") is not None:
         conf.served_model = str(vals["--model-path"])
-    conf.tensor_parallel = whole_number(vals.get("--tp-size", 1), "--tp-size", file, line, lo=1, hi=MAX_GPUS)
+    tp = whole_number(vals.get("--tp-size", 1), "--tp-size", file, line, lo=1, hi=MAX_GPUS)
+    dp = whole_number(vals.get("--dp-size", 1), "--dp-size", file, line, lo=1)
+    if "--enable-dp-attention" in flags:
+        # With attention DP, --tp-size is every GPU of the server and each attention rank runs
+        # tp/dp of them (sglang/srt/layers/dp_attention.py compute_dp_attention_world_info:
+        # attn_tp_size = tp_size // dp_size): spectune's tp is that per-rank TP.
+        if tp % dp:
+            raise InputError(f"--tp-size {tp} is not a multiple of --dp-size {dp} (with --enable-dp-attention "
+                             "SGLang splits the --tp-size GPUs into dp attention ranks)", file, line, "--dp-size")
+        conf.tensor_parallel, conf.data_parallel = tp // dp, dp
+    else:  # plain --dp-size: independent replicas, each a deployment of its own
+        conf.tensor_parallel, conf.data_parallel = tp, 1
     ep = whole_number(vals.get("--ep-size", 1), "--ep-size", file, line, lo=1, hi=MAX_GPUS)
     conf.expert_parallel = ep > 1 or "--enable-ep-moe" in flags
     read_budget(conf, "--chunked-prefill-size", vals.get("--chunked-prefill-size"), line)
@@ -177,8 +188,6 @@ def read_args(conf: Configured, args: list[str], folder: Path) -> None:
     steps = vals.get("--speculative-num-steps")
     topk = vals.get("--speculative-eagle-topk")
     ndraft = vals.get("--speculative-num-draft-tokens")
-    dp = whole_number(vals.get("--dp-size", 1), "--dp-size", file, line, lo=1)
-    conf.data_parallel = dp if "--enable-dp-attention" in flags else 1
     adaptive = "--speculative-adaptive" in flags
     cfg_path = vals.get("--speculative-adaptive-config")
     conf.sglang = {"num_steps": None, "eagle_topk": None, "num_draft_tokens": None,
