@@ -518,7 +518,8 @@ def launch(prof: str, engine: str) -> str:
         return (f"{dep.model.name} -tp {p.tp}" + (f" -dp {p.dp}" if p.dp > 1 else "")
                 + (" --enable-expert-parallel" if p.ep > 1 else ""))
     # SGLang's --tp-size counts every GPU under attention DP (each rank's TP is tp/dp)
-    return (f"--model-path {dep.model.name} --tp-size {p.tp * p.dp}" + (f" --ep-size {p.ep}" if p.ep > 1 else "")
+    return (f"--model-path {dep.model.name} --tp-size {p.tp * p.dp}"
+            + (f" --ep-size {p.ep}" if p.ep > 1 else "")
             + (f" --enable-dp-attention --dp-size {p.dp}" if p.dp > 1 else ""))
 
 

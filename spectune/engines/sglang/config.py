@@ -166,8 +166,9 @@ def read_args(conf: Configured, args: list[str], folder: Path) -> None:
         # tp/dp of them (sglang/srt/layers/dp_attention.py compute_dp_attention_world_info:
         # attn_tp_size = tp_size // dp_size): spectune's tp is that per-rank TP.
         if tp % dp:
-            raise InputError(f"--tp-size {tp} is not a multiple of --dp-size {dp} (with --enable-dp-attention "
-                             "SGLang splits the --tp-size GPUs into dp attention ranks)", file, line, "--dp-size")
+            raise InputError(f"--tp-size {tp} is not a multiple of --dp-size {dp} (with --enable-dp-"
+                             "attention SGLang splits its --tp-size GPUs into dp attention ranks)",
+                             file, line, "--dp-size")
         conf.tensor_parallel, conf.data_parallel = tp // dp, dp
     else:  # plain --dp-size: independent replicas, each a deployment of its own
         conf.tensor_parallel, conf.data_parallel = tp, 1
