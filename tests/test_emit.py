@@ -547,3 +547,15 @@ def test_the_command_line_offers_the_engine_modules_kinds() -> None:
     assert path.default == api.DEFAULT_ADAPTIVE_PATH == sglang.DEFAULT_ADAPTIVE_CONFIG
     rec_emit = next(p for p in cli.commands["recommend"].params if p.name == "emit_kind")
     assert set(rec_emit.type.choices) <= set(EMIT_KINDS)  # type: ignore[attr-defined]
+
+
+def test_every_engine_says_the_static_fallback_in_its_own_terms(runner: CliRunner) -> None:
+    """Where an engine cannot follow a per-batch gamma it gets one static value, and the one
+    shared note (spectune.core.plan.static_notes) names it as that engine spells it."""
+    for args, setting in ((["deepseek-v3-8xb200-trtllm-mtp", "trtllm", "--engine-version", "1.2.1"],
+                           "max_draft_len"),
+                          (["llama-3.1-70b-h100-eagle3", "vllm", "--engine-version", "0.20.0"], "K")):
+        res = runner.invoke(cli, ["emit", *args])
+        assert res.exit_code == 0, res.output
+        assert f"emitting one static {setting} = " in res.stderr
+        assert "the best mean predicted throughput over" in res.stderr

@@ -306,3 +306,16 @@ def off_reason(rec: Recommendation, plan: Plan, static: bool) -> str:
         return "every gamma >= 1 slows decode down somewhere at " + ", ".join(vetoes)
     return ("no gamma >= 1 raises the predicted throughput by more than the tie tolerance "
             f"({rec.deployment.tie_tolerance * 100:g}%)" + mix)
+
+
+def static_notes(rec: Recommendation, plan: Plan, why: str, setting: str, off: str) -> list[str]:
+    """The notes of an engine that cannot follow ``plan``'s per-batch gamma (``why``) and is
+    given one static ``setting`` = ``plan.static_gamma`` instead (its name in the engine's
+    terms, e.g. "K", "max_draft_len"); when that gamma is 0, ``off`` says what the emitted
+    form leaves out, and :func:`off_reason` why."""
+    k = plan.static_gamma
+    notes = [f"gamma* changes with batch size ({describe(plan)}) but {why}: emitting one static "
+             f"{setting} = {k}, the best mean predicted throughput over {describe_mix(plan)}"]
+    if k == 0:
+        notes.append(f"that static {setting} is 0, so {off}: " + off_reason(rec, plan, True))
+    return notes

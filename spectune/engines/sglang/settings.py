@@ -14,11 +14,11 @@ from typing import Any
 from spectune.core.plan import (
     Plan,
     describe,
-    describe_mix,
     lookup,
     make_plan,
     off_reason,
     smoothing_note,
+    static_notes,
 )
 from spectune.core.recommend import Recommendation
 from spectune.core.tree import verify_width
@@ -93,12 +93,8 @@ def sglang_settings(rec: Recommendation, weights: Mapping[int, float] | None = N
                    "decisions are not synchronised across DP ranks")
         if why:
             k = plan.static_gamma
-            out.notes.append(f"gamma* changes with batch size ({describe(plan)}) but {why}: "
-                             f"emitting one static gamma = {k}, the best mean predicted "
-                             f"throughput over {describe_mix(plan)}")
+            out.notes += static_notes(rec, plan, why, "gamma", "no speculative flags are emitted")
             if k == 0:
-                out.notes.append("that static gamma is 0, so no speculative flags are emitted: "
-                                 + off_reason(rec, plan, True))
                 return out
         else:
             adaptive = True

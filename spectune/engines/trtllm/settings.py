@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from spectune.core.plan import Plan, Range, describe, describe_mix, off_reason, smoothing_note
+from spectune.core.plan import Plan, Range, describe, off_reason, smoothing_note, static_notes
 from spectune.core.recommend import Recommendation
 from spectune.engines.options import check_drafter
 from spectune.engines.trtllm.releases import (
@@ -128,12 +128,8 @@ def trtllm_speculative_config(rec: Recommendation,
                    "the best gamma at the smallest batch sizes is not the largest")
         if why:
             k = plan.static_gamma
-            notes.append(f"gamma* changes with batch size ({describe(plan)}) but {why}: emitting one "
-                         f"static max_draft_len = {k}, the best mean predicted throughput over "
-                         f"{describe_mix(plan)}")
+            notes += static_notes(rec, plan, why, "max_draft_len", "the config has no speculative_config")
             if k == 0:
-                notes.append("that static gamma is 0, so the config has no speculative_config: "
-                             + off_reason(rec, plan, True))
                 return None, notes
         else:
             schedule = schedule_keys(ranges, upper)

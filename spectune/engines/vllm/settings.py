@@ -17,11 +17,11 @@ import yaml
 from spectune.core.plan import (
     Plan,
     describe,
-    describe_mix,
     lookup,
     make_plan,
     off_reason,
     smoothing_note,
+    static_notes,
 )
 from spectune.core.recommend import Recommendation
 from spectune.engines.engine_version import predates
@@ -79,12 +79,8 @@ def vllm_speculative_config(rec: Recommendation, weights: Mapping[int, float] | 
                    "profile's version)" if old else
                    f"vLLM ignores num_speculative_tokens_per_batch_size when data_parallel_size > 1 "
                    f"(dp = {dep.parallelism.dp}; vllm/config/vllm.py, vllm-project/vllm#45963)")
-            notes.append(f"gamma* changes with batch size ({describe(plan)}) but {why}: emitting "
-                         f"one static K = {k}, the best mean predicted throughput over "
-                         f"{describe_mix(plan)}")
+            notes += static_notes(rec, plan, why, "K", "speculation is turned off")
             if k == 0:
-                notes.append("that static K is 0, so speculation is turned off: "
-                             + off_reason(rec, plan, True))
                 return None, notes
         else:
             schedule = [[lo, hi, g] for lo, hi, g in plan.schedule]
