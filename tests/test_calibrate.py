@@ -116,6 +116,30 @@ def test_fit_reproduces_the_steps_that_made_it() -> None:
     assert got["draft_pass_overhead"].value == get_constants(dep)["draft_pass_overhead"]
 
 
+def test_calibration_moves_a_gpu_with_measured_kernels() -> None:
+    """H100 prices its kernels by fitted curves (profiles/gpus/h100-sxm.yaml ``kernels:``).
+    Windows of a server that reaches only 60 % of that bandwidth: calibration must see the
+    achieved bandwidth fraction (it used to leave the curves untouched, so the fraction was
+    never identified and the calibrated prediction kept the datasheet speed)."""
+    doc = {"gpu": "h100-sxm", "model": "llama-3.1-8b", "drafter": "ngram", "engine": "vllm",
+           "acceptance": {"alpha": 0.6},
+           "workload": {"batch_sizes": [1, 8], "context_lengths": [2048]}}
+    dep = deployment_from_doc(parse_yaml(yaml.safe_dump(doc), "<test>"))
+    assert dep.gpu.kernels is not None
+    slow = dep.gpu.bandwidth_fraction * 0.6
+    truth = with_constants(dep, {"bandwidth_fraction": slow})
+    b = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 1.0, 4.0, 16.0])
+    w = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 2.5, 2.0, 1.6])
+    s = w > 1
+    steps = predict_steps(truth, b, w, np.full_like(b, 2048.0), s)
+    assert not np.allclose(steps, predict_steps(dep, b, w, np.full_like(b, 2048.0), s), rtol=0.05)
+    windows = tuple(CalibrationWindow(f"w{i}", bb, ww, 2048.0, float(t), bool(ss))
+                    for i, (bb, ww, ss, t) in enumerate(zip(b, w, s, steps, strict=True)))
+    got = {c.name: c for c in fit(dep, windows).constants}
+    assert got["bandwidth_fraction"].identified
+    assert got["bandwidth_fraction"].value == pytest.approx(slow, rel=0.1)
+
+
 def test_one_verify_width_prices_the_speculative_cost_per_token() -> None:
     """Speculative windows that all verify the same width cannot tell a cost per speculative
     sequence from one per verified token (both scale with the batch alone); only the per-token

@@ -129,8 +129,8 @@ def get_constants(dep: Deployment) -> dict[str, float]:
 def with_constants(dep: Deployment, values: dict[str, float]) -> Deployment:
     """``dep`` with some constants of :data:`PARAMS` replaced (seconds, fractions)."""
     eng: dict[str, Any] = {k: v for k, v in values.items() if k in _ENGINE}
-    gpu: dict[str, Any] = {k: v for k, v in values.items() if k in ("flops_fraction", "bandwidth_fraction")}
-    return replace(dep, engine=replace(dep.engine, **eng), gpu=replace(dep.gpu, **gpu))
+    gpu = dep.gpu.with_achieved(values.get("bandwidth_fraction"), values.get("flops_fraction"))
+    return replace(dep, engine=replace(dep.engine, **eng), gpu=gpu)
 
 
 def predict_steps(dep: Deployment, batch: np.ndarray, width: np.ndarray, context: np.ndarray,

@@ -6,7 +6,7 @@ Units: bytes, bytes/second, FLOP/second, seconds. Peak FLOP/s are dense (no 2:4 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 #: Bytes per element for each storage format spectune knows. Block-scaled formats count
 #: their shared scales as bytes: MXFP4 is 4 bits + one 8-bit E8M0 scale per 32 values
@@ -138,6 +138,29 @@ class GPU:
     def bandwidth(self, achieved: bool = True) -> float:
         """HBM bytes/s."""
         return self.hbm_bandwidth * (self.bandwidth_fraction if achieved else 1.0)
+
+    def with_achieved(self, bandwidth_fraction: float | None = None,
+                      flops_fraction: float | None = None) -> GPU:
+        """This GPU at other achieved shares of peak (a calibration's fitted fractions).
+
+        Measured kernel curves scale with them: each fitted kernel efficiency is multiplied
+        by new / old fraction (bandwidth efficiencies by the bandwidth ratio, the GEMM's
+        compute efficiency by the FLOP ratio), so the curves keep their measured shape (fixed
+        costs, ``gemm_m_half``) and a calibration moves their level. Without this, a GPU
+        with a ``kernels`` block never read its fractions and calibration could not move
+        them."""
+        bw = self.bandwidth_fraction if bandwidth_fraction is None else float(bandwidth_fraction)
+        fl = self.flops_fraction if flops_fraction is None else float(flops_fraction)
+        k = self.kernels
+        if k is not None:
+            b, f = bw / self.bandwidth_fraction, fl / self.flops_fraction
+            k = replace(k, gemm_bandwidth_fraction=k.gemm_bandwidth_fraction * b,
+                        gemm_flops_fraction=k.gemm_flops_fraction * f,
+                        moe_bandwidth_fraction=k.moe_bandwidth_fraction * b,
+                        moe_mxfp4_bandwidth_fraction=k.moe_mxfp4_bandwidth_fraction * b,
+                        gqa_bandwidth_fraction=k.gqa_bandwidth_fraction * b,
+                        mla_bandwidth_fraction=k.mla_bandwidth_fraction * b)
+        return replace(self, bandwidth_fraction=bw, flops_fraction=fl, kernels=k)
 
     def ridge(self, dtype: str, achieved: bool = False) -> float:
         """Ridge point in FLOP/byte: the intensity above which ``dtype`` work is compute-bound."""
