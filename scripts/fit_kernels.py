@@ -5,7 +5,8 @@ Reads the per-operation databases that the aiconfigurator-core package (0.12.0, 
 ships under ``aiconfigurator_core/systems/data/<gpu>/<op>/<engine>/<version>/*.parquet`` and
 prints the ``kernels:`` block of profiles/gpus/<gpu>.yaml (engine sglang 0.5.14, the default) or
 the same constants fitted to TensorRT-LLM's tables (``--engine trtllm``: 1.3.0rc20, the PyTorch
-backend's modules; rows in :data:`ENGINE_ROWS`). Needs pyarrow and scipy; exits quietly when the
+backend's modules; rows in :data:`ENGINE_ROWS`; a GPU whose tables differ, e.g. A100 at sglang
+0.5.10 with no MLA table, in :data:`GPU_ROWS`). Needs pyarrow and scipy; exits quietly when the
 data directory is absent.
 
     python scripts/fit_kernels.py /path/to/aiconfigurator_core/systems/data [h100_sxm ...]
@@ -51,6 +52,7 @@ PEAK = {  # datasheet peaks (profiles/gpus/*.yaml): bytes/s, bf16 FLOP/s, fp8 FL
     "h100_sxm": (3.35e12, 989e12, 1979e12),
     "h200_sxm": (4.8e12, 989e12, 1979e12),
     "b200_sxm": (8.0e12, 2250e12, 4500e12),
+    "a100_sxm": (2.039e12, 312e12, float("nan")),  # Ampere: no fp8 tensor cores (a100-80gb.yaml)
 }
 VERSION = "0.5.14"
 
@@ -79,6 +81,51 @@ ENGINE_ROWS = {
         "mla": ("1.3.0rc20", lambda r: r["kernel_source"] == "default"),
     },
 }
+#: Per (GPU, engine) where its tables differ from :data:`ENGINE_ROWS`: per family (table version,
+#: kernel_source filter), or None where the GPU has no table of that family (the family keeps
+#: spectune.core.cost.kernels.default_kernels' constants, said in the block). A100: aiconfigurator-core
+#: 0.12.0 ships its sglang tables at 0.5.10 only, written by the older collectors: gemm rows labelled
+#: ``sglang`` (its bf16 ``F.linear``; github.com/ai-dynamo/aiconfigurator collector/sglang/collect_gemm.py
+#: logs every GEMM type as kernel_source="sglang"), the triton fused MoE as on Hopper (int4 Marlin rows
+#: left out), and one attention kernel, ``flash_attention``: SGLang's FlashAttentionBackend (its ``fa3``
+#: backend, which sgl-kernel also builds for sm80: sgl-project/sglang sgl-kernel python/sgl_kernel/
+#: flash_attn.py is_fa3_supported, "A100/A*0/L20/L40/L40s/4090 you can use fa3"), which
+#: collector/sglang/collect_attn.py runs below SM100. SGLang's own default for GQA decode on A100 is
+#: FlashInfer (python/sglang/srt/server_args.py: fa3 only on Hopper with CUDA >= 12.3, else "flashinfer"
+#: if available, else triton; docs/backend/attention_backend.md "FlashInfer (Default for Non-Hopper
+#: Machines, e.g., A100, A40)"), which no A100 table of aiconfigurator-core 0.12.0 measures (vllm 0.14.0:
+#: vllm_flash_attn; trtllm 1.0.0: torch_flow), so the flash_attention rows are fitted and printed for
+#: reference (:data:`REFERENCE_ONLY`) and gqa keeps the default. No ``mla`` table.
+GPU_ROWS = {
+    ("a100_sxm", "sglang"): {
+        "gemm": ("0.5.10", lambda r: r["kernel_source"] == "sglang"),
+        "moe": ("0.5.10", lambda r: r["kernel_source"] == "sglang_fused_moe_triton"),
+        "gqa": ("0.5.10", lambda r: r["kernel_source"] == "flash_attention"),
+        "mla": None,
+    },
+}
+
+
+#: Families fitted and printed but not shipped (the default stands), with the reason: their rows
+#: measure a kernel the engine does not run by default on that GPU.
+REFERENCE_ONLY = {
+    ("a100_sxm", "sglang"): {"gqa": "flash_attention (FA3 sm80 build, --attention-backend fa3) is not "
+                                    "SGLang's A100 default (flashinfer, unmeasured)"},
+}
+
+
+def rows_of(gpu: str, engine: str, family: str) -> tuple[str, Callable[[dict], bool]] | None:
+    """(table version, kernel_source filter) of one GPU's ``family`` rows of ``engine``, or None
+    when that GPU has no such table."""
+    return GPU_ROWS.get((gpu, engine), ENGINE_ROWS[engine])[family]
+
+
+def fitted_gpus(data: Path, engine: str) -> list[str]:
+    """The GPUs of :data:`PEAK` with a GEMM table of ``engine`` in ``data`` (the default GPU list)."""
+    return [gpu for gpu in PEAK if (spec := rows_of(gpu, engine, "gemm"))
+            and (data / gpu / "gemm" / engine / spec[0]).is_dir()]
+
+
 #: Decode shapes for the engine comparison: M (GEMM rows), MoE tokens or batch <= this.
 DECODE_ROWS = 64
 
@@ -111,7 +158,9 @@ def _fit(fun, x0, lo, hi, consts, decode) -> Fit:
 
 def _table(data: Path, gpu: str, engine: str, family: str, op: str, name: str) -> list[dict]:
     """Rows of ``<gpu>/<op>/<engine>/<version>/<name>.parquet`` from the engine's kernels."""
-    version, keep = ENGINE_ROWS[engine][family]
+    spec = rows_of(gpu, engine, family)
+    assert spec is not None, (gpu, engine, family)
+    version, keep = spec
     return [r for r in _rows(data / gpu / op / engine / version / f"{name}.parquet") if keep(r)]
 
 
@@ -156,14 +205,27 @@ def cpu_kernels(csv_path: Path, gpu: dict) -> tuple[dict, Fit]:
     fit = fit_gemm_rows(m, n, k, t, gpu["hbm_bandwidth_tbps"] * 1e12, gpu["peak_tflops"]["bf16"] * 1e12,
                         lo=(0, 1e-3, 1e-3, 0), hi=(5000, 1, 1, 4096))
     bw = gpu["achievable"]["bandwidth_fraction"]
-    # H100 fit's fixed costs (profiles/gpus/h100-sxm.yaml), as default_kernels gives a GPU without tables
     kernels = {"source": f"scripts/cpu_gemm.py timings ({len(rows)} GEMMs, median |log(model/measured)| "
                          f"{fit.err:.3f}), scripts/fit_kernels.py --cpu-gemm; attention and MoE: defaults",
                **{key: float(val) for key, val in fit.consts.items()},
-               "moe_call_us": 25.4, "moe_expert_us": 0.109, "moe_bandwidth_fraction": bw,
-               "gqa_call_us": 12.2, "gqa_bandwidth_fraction": bw, "gqa_parallel_half": 0.0,
-               "mla_call_us": 14.5, "mla_bandwidth_fraction": bw, "mla_parallel_half": 0.963}
+               **{key: val for fam in ("moe", "gqa", "mla") for key, val in default_consts(fam, bw).items()}}
     return kernels, fit
+
+
+def default_consts(family: str, bandwidth_fraction: float) -> dict[str, float]:
+    """One family's profile constants (``_us`` keys in microseconds) as spectune prices a GPU
+    without that family's table (spectune.core.cost.kernels.default_kernels): the H100 fit's
+    fixed costs and curve shape (profiles/gpus/h100-sxm.yaml), the GPU's achievable
+    ``bandwidth_fraction``."""
+    from spectune.core.cost.kernels import H100_FIT
+    from spectune.documents.profile_spec import KERNEL_KEYS
+
+    out = {}
+    for key in KERNEL_KEYS:
+        if key.startswith(f"{family}_") and "mxfp4" not in key:
+            val = getattr(H100_FIT, key.removesuffix("_us")) * (1e6 if key.endswith("_us") else 1.0)
+            out[key] = bandwidth_fraction if key.endswith("bandwidth_fraction") else round(val, 6)
+    return out
 
 
 def fit_moe(data: Path, gpu: str, engine: str = "sglang") -> Fit:
@@ -288,11 +350,13 @@ def _fit_attention(t, byts, par, name, batch) -> Fit:
 
 def fit_gqa(data: Path, gpu: str, engine: str = "sglang") -> Fit:
     bw = PEAK[gpu][0]
-    version, keep = ENGINE_ROWS[engine]["gqa"]
+    spec = rows_of(gpu, engine, "gqa")
+    assert spec is not None, gpu
+    version, keep = spec
     table = _rows(data / gpu / "attention" / engine / version / "generation_attention_perf.parquet")
     rows = [r for r in table
-            if keep(r) and r["kv_cache_dtype"] == "bfloat16"
-            and r["attn_dtype"] == "bfloat16" and r["window_size"] in (0, None, -1)
+            if keep(r) and r["kv_cache_dtype"] == "bfloat16"  # A100's tables: no window_size column
+            and r["attn_dtype"] == "bfloat16" and r.get("window_size") in (0, None, -1)
             and r["isl"] + r["step"] <= 32768 and r["batch_size"] <= 256]
     if not rows:  # B200 sglang: no fa3 rows, every kernel of its table
         rows = [r for r in table
@@ -324,23 +388,45 @@ def fit_all(data: Path, gpu: str, engine: str = "sglang") -> dict[str, Fit]:
     """Every family's fit on one GPU's tables of ``engine``, by family name. The MXFP4 fit
     (sglang only: TensorRT-LLM's Hopper MXFP4 table holds one gpt-oss-20b shape, nothing to
     hold out) reuses the GEMM and MoE constants."""
-    fits = {fit.__name__[4:]: fit(data, gpu, engine) for fit in FAMILIES}
+    fits = {fit.__name__[4:]: fit(data, gpu, engine) for fit in FAMILIES
+            if rows_of(gpu, engine, fit.__name__[4:]) is not None}
     if engine == "sglang" and gpu in MXFP4_ROWS:
         fits["moe_mxfp4"] = fit_moe_mxfp4(data, gpu, fits["gemm"].consts, fits["moe"].consts)
     return fits
 
 
-def kernels_block(gpu: str, engine: str, fits: dict[str, Fit]) -> list[str]:
-    """The ``kernels:`` block's lines for one GPU and engine (profiles/gpus/*.yaml ship sglang's)."""
-    version = ENGINE_ROWS[engine]["gemm"][0]
+def kernels_block(gpu: str, engine: str, fits: dict[str, Fit], bandwidth_fraction: float = 0.0) -> list[str]:
+    """The ``kernels:`` block's lines for one GPU and engine (profiles/gpus/*.yaml ship sglang's);
+    a family without a table keeps :func:`default_consts` at the profile's achievable
+    ``bandwidth_fraction``."""
+    spec = rows_of(gpu, engine, "gemm")
+    version = spec[0] if spec else "?"
     flag = "" if engine == "sglang" else f" --engine {engine}"
     lines = [f"# {gpu}: aiconfigurator-core 0.12.0 systems/data/{gpu}/*/{engine}/{version}", "kernels:",
              f"  source: aiconfigurator-core 0.12.0 systems/data/{gpu} {engine} {version}, "
              f"scripts/fit_kernels.py{flag}"]
+    reference = REFERENCE_ONLY.get((gpu, engine), {})
     for name, f in fits.items():
         lines.append(f"  # {name}: {f.count} rows, median |log(model/measured)| {f.err:.3f}")
+        if name in reference:
+            lines.append(f"  #   not shipped: {reference[name]}; the fit would be "
+                         + ", ".join(f"{key} {max(val, 0.0):.3g}" for key, val in f.consts.items()))
+            continue
         lines += [f"  {key}: {max(val, 0.0):.3g}  # fit, {name} rows" for key, val in f.consts.items()]
+    for name in ("gemm", "moe", "gqa", "mla"):
+        if name not in fits or name in reference:
+            lines.append(f"  # {name}: no {gpu} {engine} table of its default kernel; spectune's default "
+                         "(H100 fit's fixed costs and curve shape, the profile's bandwidth_fraction)")
+            lines += [f"  {key}: {val:.3g}  # default, no {name} table"
+                      for key, val in default_consts(name, bandwidth_fraction).items()]
     return lines
+
+
+def achievable_bandwidth(gpu: str) -> float:
+    """The achievable bandwidth fraction of aiconfigurator's ``gpu`` (e.g. a100_sxm) in its
+    spectune profile (profiles/gpus/*.yaml, by alias)."""
+    from spectune.documents.profiles import load_gpu
+    return load_gpu(gpu.replace("_", "-")).bandwidth_fraction
 
 
 def main(argv: list[str]) -> int:
@@ -367,8 +453,10 @@ def main(argv: list[str]) -> int:
     data = data_folder(argv, __doc__)
     if isinstance(data, int):
         return data
-    for gpu in argv[1:] or list(PEAK):
-        print("\n".join(kernels_block(gpu, engine, fit_all(data, gpu, engine))))
+    for gpu in argv[1:] or fitted_gpus(data, engine):
+        fits = fit_all(data, gpu, engine)
+        missing = {"gemm", "moe", "gqa", "mla"} - set(fits) | set(REFERENCE_ONLY.get((gpu, engine), {}))
+        print("\n".join(kernels_block(gpu, engine, fits, achievable_bandwidth(gpu) if missing else 0.0)))
     return 0
 
 

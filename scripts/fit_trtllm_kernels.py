@@ -15,6 +15,7 @@ GQA and MLA decode attention) and of sglang 0.5.14, and prints per GPU and famil
 
     python scripts/fit_trtllm_kernels.py /path/to/aiconfigurator_core/systems/data [h100_sxm ...]
     python scripts/fit_trtllm_kernels.py --extract /path/to/.../systems/data tests/data/aic_trtllm_decode.csv
+    python scripts/fit_trtllm_kernels.py --extract DATA tests/data/aic_a100_sglang_decode.csv a100_sxm
 
 Needs pyarrow and scipy; exits quietly when the data directory is absent. Never reads
 aiconfigurator's silicon_sample.csv (end-to-end serving runs, held out).
@@ -32,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import csv
 
 from aic_data import data_folder, parquet_rows
-from fit_kernels import DECODE_ROWS, ENGINE_ROWS, PEAK, fit_all
+from fit_kernels import DECODE_ROWS, ENGINE_ROWS, fit_all, fitted_gpus, rows_of
 
 #: family -> (op folder, table, shape key columns, dtype column or None, decode-size column)
 TABLES = {
@@ -110,7 +111,7 @@ EXTRACT = {
             ("fp8_block", 7168, 2048, 256, 8, 1), ("fp8_block", 7168, 2048, 256, 8, 8),
             ("bfloat16", 2048, 768, 128, 8, 1), ("bfloat16", 4096, 14336, 8, 2, 1),
             ("bfloat16", 4096, 14336, 8, 2, 8)}),
-    "gqa": lambda r: r["window_size"] in (None, 0, -1) and r["step"] in (1023, 4095, 16383)
+    "gqa": lambda r: r.get("window_size") in (None, 0, -1) and r["step"] in (1023, 4095, 16383)
     and r["batch_size"] in (1, 4, 16, 64) and (r["num_heads"], r["num_key_value_heads"], r["head_dim"]) in {
         (32, 8, 128), (8, 1, 128), (64, 8, 128)},
     "mla": lambda r: r["step"] in (1023, 4095, 16383) and r["batch_size"] in (1, 4, 16, 64)
@@ -122,13 +123,18 @@ COLUMNS = ("gpu", "engine", "family", "dtype", "m", "n", "k", "num_tokens", "hid
 
 
 def extract(data: Path, out: Path, gpus: tuple[str, ...] = ("h100_sxm", "b200_sxm")) -> int:
-    """Write the rows of :data:`EXTRACT` (both engines, the fit's own filters) to ``out``."""
+    """Write the rows of :data:`EXTRACT` (every engine with a table on the GPU, the fit's own
+    filters) to ``out``."""
     rows = []
     for gpu in gpus:
         for engine in ENGINE_ROWS:
             for fam, (op, name, _key, dtype, size) in TABLES.items():
-                version, keep = ENGINE_ROWS[engine][fam]
-                for r in parquet_rows(data / gpu / op / engine / version / f"{name}.parquet"):
+                spec = rows_of(gpu, engine, fam)
+                path = data / gpu / op / engine / (spec[0] if spec else "") / f"{name}.parquet"
+                if spec is None or not path.is_file():
+                    continue
+                keep = spec[1]
+                for r in parquet_rows(path):
                     bf16_cache = r.get("kv_cache_dtype", "bfloat16") == "bfloat16"
                     if keep(r) and r[size] <= DECODE_ROWS and bf16_cache and EXTRACT[fam](r):
                         rows.append({**{c: r.get(c, "") for c in COLUMNS}, "gpu": gpu, "engine": engine,
@@ -148,11 +154,12 @@ def main(argv: list[str]) -> int:
         found = data_folder(argv[1:2], __doc__)
         if isinstance(found, int):
             return found
-        return extract(found, Path(argv[2]) if len(argv) > 2 else Path("aic_trtllm_decode.csv"))
+        gpus = tuple(argv[3:]) or ("h100_sxm", "b200_sxm")
+        return extract(found, Path(argv[2]) if len(argv) > 2 else Path("aic_trtllm_decode.csv"), gpus)
     data = data_folder(argv, __doc__)
     if isinstance(data, int):
         return data
-    for gpu in argv[1:] or list(PEAK):
+    for gpu in argv[1:] or [g for g in fitted_gpus(data, "sglang") if g in fitted_gpus(data, "trtllm")]:
         print("\n".join(compare(data, gpu)))
     return 0
 

@@ -197,14 +197,19 @@ def test_fit_trtllm_kernels_skips_without_data(tmp_path: Path) -> None:
 AIC_DATA = Path(os.environ.get("SPECTUNE_AIC_DATA", "/work/aic/x/aiconfigurator_core/systems/data"))
 
 
+def fit_kernels_output(*args: str) -> dict:
+    """The ``kernels:`` mapping ``scripts/fit_kernels.py *args`` prints."""
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "fit_kernels.py"), *args],
+                         capture_output=True, text=True, check=True).stdout
+    return dict(yaml.safe_load(out)["kernels"])
+
+
 @pytest.mark.skipif(not AIC_DATA.is_dir(), reason="aiconfigurator-core tables not unpacked here")
 def test_trtllm_fit_is_the_script_output() -> None:
     """TRTLLM_FIT is what ``scripts/fit_kernels.py --engine trtllm`` prints (3 significant figures)."""
     pytest.importorskip("pyarrow")
     pytest.importorskip("scipy")
     for system, fit in TRTLLM_FIT.items():
-        out = subprocess.run([sys.executable, str(ROOT / "scripts" / "fit_kernels.py"), "--engine", "trtllm",
-                              str(AIC_DATA), system], capture_output=True, text=True, check=True).stdout
-        printed = yaml.safe_load(out)["kernels"]
+        printed = fit_kernels_output("--engine", "trtllm", str(AIC_DATA), system)
         assert "trtllm 1.3.0rc20" in printed.pop("source")
         assert printed == pytest.approx(fit, rel=0.01, abs=1e-6)
