@@ -103,3 +103,24 @@ def test_bad_dtype_is_named() -> None:
     cfg = json.loads((DATA / "Llama-3.1-8B.json").read_text())
     err = error_of(profile(model={"hf_config": cfg, "dtypes": {"weights": "fp7"}}))
     assert "model.dtypes.weights" in str(err) and "fp7" in str(err)
+
+
+def test_achievable_override_rescales_a_gpus_measured_kernels() -> None:
+    """A profile's ``achievable:`` on a GPU with fitted kernel curves (B200) rescales them,
+    as a calibration's fitted fractions do: B200's own fixed costs and GEMM shape stay
+    (they used to be dropped for H100's), its bandwidth efficiencies move by new / old."""
+    def gpu(extra: dict) -> object:
+        doc = {"gpu": "b200", "model": "llama-3.1-8b", "drafter": "ngram",
+               "acceptance": {"alpha": 0.6}, "workload": {"batch_sizes": [1], "context_lengths": [512]},
+               **extra}
+        return deployment_from_doc(parse_yaml(yaml.safe_dump(doc), "<test>")).gpu
+
+    base = gpu({})
+    half = gpu({"achievable": {"bandwidth_fraction": base.bandwidth_fraction / 2}})  # type: ignore[attr-defined]
+    k, k2 = base.kernels, half.kernels  # type: ignore[attr-defined]
+    assert k is not None and k2 is not None
+    shape = ("gemm_call", "gemm_m_half", "gemm_flops_fraction", "moe_call", "gqa_call")
+    assert [getattr(k2, n) for n in shape] == [getattr(k, n) for n in shape]
+    for name in ("gemm_bandwidth_fraction", "moe_bandwidth_fraction", "gqa_bandwidth_fraction",
+                 "mla_bandwidth_fraction"):
+        assert getattr(k2, name) == pytest.approx(getattr(k, name) / 2), name

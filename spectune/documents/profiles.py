@@ -335,9 +335,8 @@ def deployment_from_doc(doc: Doc) -> Deployment:
     gpu: GPU = _resolve(doc, ("gpu",), v["gpu"], load_gpu, gpu_from_mapping)
     if "achievable" in v:
         fractions = v["achievable"]
-        # Overridden fractions replace the measured kernel efficiencies too (default_kernels).
-        gpu = replace(gpu, bandwidth_fraction=fractions.get("bandwidth_fraction", gpu.bandwidth_fraction),
-                      flops_fraction=fractions.get("flops_fraction", gpu.flops_fraction), kernels=None)
+        # The same rule as a calibration's fitted fractions: measured kernel curves rescale.
+        gpu = gpu.with_achieved(fractions.get("bandwidth_fraction"), fractions.get("flops_fraction"))
     model: Model = _resolve(doc, ("model",), v["model"], load_model, model_from_mapping)
     if "routing" in v:
         model = replace(model, routing=routing_from_value(doc, ("routing",), v["routing"], model))
