@@ -48,9 +48,9 @@ def tune(profile: Deployment | str | Path, *, observation: Observation | str | P
     """:func:`recommend` with the batch mix kept (what ``spectune recommend``, ``emit`` and
     ``report`` share). ``batch_mix`` (batch size -> weight) is laid over the observed mix;
     ``engine_version`` (a release such as ``0.24.0``) replaces the engine profile's."""
+    from spectune.api.overrides import prepare
     from spectune.core.lengths import with_lengths
     from spectune.core.recommend import recommend as run
-    from spectune.overrides import prepare
 
     dep = deployment(profile)
     if engine_version is not None:

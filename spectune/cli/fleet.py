@@ -1,7 +1,7 @@
 """``spectune fleet FLEET.yaml``: observe every deployment through Prometheus, recommend gamma
 for each at its own acceptance and batch mix, and compare with the gamma its serving config
 sets. Parsing and rendering only: :func:`spectune.api.fleet` does the rest (the arithmetic
-is in :mod:`spectune.fleet`, the fleet file's format in :mod:`spectune.documents.fleet_file`).
+is in :mod:`spectune.api.fleet_gap`, the fleet file's format in :mod:`spectune.documents.fleet_file`).
 """
 
 from __future__ import annotations
