@@ -40,10 +40,10 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "spectune"
 
 # The floors, lowest first (docs/architecture.md): a module imports only from its own floor or
-# below. The base is what every floor shares (errors and exit codes, limits, notes, redaction).
+# below. The base is what every floor shares: the public base directly in spectune/ (errors, exit
+# codes, the version) and everything under spectune/base/ (limits, notes, redaction).
 FLOORS = ("base", "core", "documents", "engines", "observe", "render", "top", "cli")
-BASE = {"spectune.errors", "spectune.exit_codes", "spectune.version", "spectune.notes", "spectune.limits",
-        "spectune.redact"}
+BASE = {"spectune.errors", "spectune.exit_codes", "spectune.version"}
 # What the library composes, above every floor but the command line: the API's face and every
 # module under spectune/api/ (its functions and the pieces they call: the gate, the fleet's gap,
 # the CI gate over a directory, the starter profile, pricing, overrides).
@@ -64,13 +64,14 @@ CORE_FORBIDDEN = {"click", "yaml", "requests", "prometheus_client", "tabulate", 
 
 
 def floor(module: str) -> str:
-    """The floor of a spectune module (FLOORS)."""
+    """The floor of a spectune module (FLOORS): the package under spectune/ it lives in
+    (spectune/base/ is "base", spectune/api/ "top"), the public base directly in spectune/
+    "base", the entry point "cli". Any other module directly in spectune/ has no floor."""
     if module in BASE:
         return "base"
     if module == "spectune.__main__":
         return "cli"
-    if module in TOP or module.startswith("spectune.api.") or (
-            module.count(".") == 1 and module.split(".")[1] not in FLOORS):
+    if module in TOP or module.startswith("spectune.api."):
         return "top"
     return module.split(".")[1]
 
@@ -287,6 +288,7 @@ def test_every_import_points_down() -> None:
 def test_floors_are_known() -> None:
     assert floor("spectune.core.cost.moe") == "core" and floor("spectune.api") == "top"
     assert floor("spectune.errors") == "base" and floor("spectune.cli.main") == "cli"
+    assert floor("spectune.base.limits") == "base" and floor("spectune.api.gate") == "top"
     assert all(floor(m) in FLOORS for m in modules())
 
 

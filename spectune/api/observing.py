@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spectune.api.profiles import deployment, load_observation, load_profile
-from spectune.limits import DEFAULT_TOKEN_ENV
+from spectune.base.limits import DEFAULT_TOKEN_ENV
 
 if TYPE_CHECKING:
     from spectune.api.fleet_gap import FleetResult
@@ -188,10 +188,10 @@ def rules(profile: Deployment | str | Path, *, by: Sequence[str] = (), selector:
     its ``selector``, ``by`` and ``prometheus`` are used (``selector`` replaces, ``by`` adds).
     ``grafana``: a Grafana dashboard (JSON) of the recorded series instead, with the
     recommended gamma and the break-even acceptance as reference lines."""
+    from spectune.base.limits import DEFAULT_CHECK_TOLERANCE
     from spectune.core.thresholds import thresholds
     from spectune.documents.fleet_file import load_fleet_file
     from spectune.errors import InputError
-    from spectune.limits import DEFAULT_CHECK_TOLERANCE
     from spectune.observe.prometheus import group_labels, selector_matchers
     from spectune.render.rules import RulesSpec, Target, check_matchers, rules_file
 

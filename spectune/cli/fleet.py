@@ -10,16 +10,16 @@ import sys
 
 import click
 
-from spectune.cli.options import FORMATS, echo_doc, prometheus_options
-from spectune.cli.params import DURATION, FiniteFloatRange
-from spectune.limits import (
+from spectune.base.limits import (
     DEFAULT_TOKEN_ENV,
     MAX_TIMEOUT_SECONDS,
     MAX_WINDOW_SECONDS,
     MIN_INTERVAL_SECONDS,
     MIN_TIMEOUT_SECONDS,
 )
-from spectune.notes import notes
+from spectune.base.notes import notes
+from spectune.cli.options import FORMATS, echo_doc, prometheus_options
+from spectune.cli.params import DURATION, FiniteFloatRange
 
 
 @click.command("fleet", context_settings={"help_option_names": ["-h", "--help"]})
