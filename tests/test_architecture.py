@@ -19,6 +19,8 @@ to ``P.name`` too. Then:
 * the pure core (hardware, model, cost, acceptance, speedup, recommend) reaches, directly
   or through any module it imports, no file format, HTTP client or terminal library and no
   edge module (profiles, observe, emit, check, render, cli, api, ...).
+* directly in ``spectune/`` sit only ``__init__``, ``__main__`` and the public base (errors, exit
+  codes, version); no submodule is named like a name its package's API loads on first use;
 * ``spectune/api/gate.py`` is the gate alone (at most ``CHECK_MAX_LINES`` lines), and an
   engine's option names appear in code only in its package under ``spectune/engines/``
   (the command line, which names spectune's own options after them, aside).
@@ -444,3 +446,37 @@ def test_no_module_is_over_500_lines() -> None:
     long = [f"{path_of(m)}: {n} lines" for m, p in modules().items()
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES]
     assert not long, _report(long, f"modules over {MAX_MODULE_LINES} lines (split them by concept)")
+
+
+# Directly in spectune/: the package's face, its entry point and the public base a user imports.
+# Every other module lives in its floor's folder (base/, core/, documents/, ..., api/, cli/).
+TOP_LEVEL = {"__init__", "__main__", "errors", "exit_codes", "version"}
+
+
+def test_only_the_face_and_the_public_base_sit_directly_in_spectune() -> None:
+    found = {path.stem for path in SRC.glob("*.py")}
+    assert found == TOP_LEVEL, (
+        f"directly in spectune/: {sorted(found - TOP_LEVEL)} should not be (move each into its floor's "
+        f"folder: spectune/base/ what every floor shares, spectune/api/ what the API composes); "
+        f"{sorted(TOP_LEVEL - found)} missing")
+
+
+def _namesakes(package: str, names: Iterable[str]) -> set[str]:
+    """The submodules of ``package`` named like one of ``names``."""
+    depth = package.count(".") + 1
+    return {m.rsplit(".", 1)[1] for m in modules() if m.startswith(package + ".") and m.count(".") == depth} \
+        & set(names)
+
+
+def test_no_submodule_is_named_like_a_name_of_its_package() -> None:
+    """The import system sets a loaded submodule as an attribute of its package: a module
+    named like one of the names the package loads on first use (``spectune.api.fleet`` beside
+    a ``spectune/api/fleet.py``) would replace the function once anything imported it."""
+    import spectune
+    import spectune.api
+
+    bad = {package: found for package, names in (("spectune", [*spectune.__all__, *spectune.FUNCTIONS]),
+                                                 ("spectune.api", spectune.api.__all__))
+           if (found := _namesakes(package, names))}
+    assert not bad, f"modules named like a name of their package's API (rename the module): {bad}"
+    assert _namesakes("spectune.api", ["gate", "check"]) == {"gate"}  # the check itself can fail
