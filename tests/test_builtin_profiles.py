@@ -88,3 +88,28 @@ def test_alias_lookup_and_suggestion() -> None:
 def test_examples_dir_is_the_repo_examples() -> None:
     assert (examples_dir() / "deepseek-v4-flash-b200-mtp.yaml").is_file()
     assert Path(examples_dir()).name in ("examples", "_examples")
+
+
+def test_sglang_speculates_on_the_overlap_scheduler_since_spec_v2() -> None:
+    """`sglang` is today's SGLang (spec v2 by default from 0.5.11): its per-cycle overhead is
+    the one fitted on v0.4.4 (`sglang-spec-v1`, built on `sglang` through `base:`) less the
+    host time spec v2 hides per cycle, as sgl-project/sglang#11398 measured it at batch 1
+    (acceptance length / tokens per second = seconds per cycle, v1 then v2)."""
+    cur, v1 = load_engine("sglang"), load_engine("sglang-spec-v1")
+    hidden = 2.99 / 246.80 - 3.01 / 273.43
+    assert v1.spec_cycle_overhead - cur.spec_cycle_overhead == pytest.approx(hidden, abs=5e-6)
+    # everything else is the base's
+    assert (v1.family, v1.verify_token_cost, v1.draft_pass_overhead, v1.pass_overhead,
+            v1.spec_max_running) == (cur.family, cur.verify_token_cost, cur.draft_pass_overhead,
+                                     cur.pass_overhead, cur.spec_max_running)
+    assert (v1.name, v1.version) == ("sglang-spec-v1", "0.4") and load_engine("sglang-0.4") == v1
+
+
+def test_rows_from_sglang_before_spec_v2_are_priced_on_it() -> None:
+    """The published SGLang rows measured without overlap speculation (v0.4.4, and 2025
+    releases where SGLANG_ENABLE_SPEC_V2 was off by default) keep the v1 cycle."""
+    import yaml
+
+    rows = yaml.safe_load((Path(__file__).resolve().parents[1] / "docs" / "published-speedups.yaml").read_text())
+    v1 = [r for r in rows if r["source"].startswith(("EAGLE-3 paper Table 3", "SpecForge issue 339"))]
+    assert len(v1) == 20 and {r["engine"] for r in v1} == {"sglang-spec-v1"}

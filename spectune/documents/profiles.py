@@ -193,9 +193,16 @@ def engine_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], base: Eng
     )
 
 
-def load_engine(name: str, doc: Doc | None = None, path: KeyPath = ()) -> Engine:
-    _, d, v = _read_builtin("engines", name, doc, path)
-    return engine_from_mapping(d, (), v)
+def load_engine(name: str, doc: Doc | None = None, path: KeyPath = (), _seen: tuple[str, ...] = ()) -> Engine:
+    """A built-in engine; one that names a ``base`` (another built-in, e.g. a dated stack
+    over the current one) overrides that engine's constants."""
+    f, d, v = _read_builtin("engines", name, doc, path)
+    base = None
+    if "base" in v:
+        if f.stem in _seen:  # a shipped file's mistake, caught by tests/test_builtin_profiles.py
+            raise InputError(f"{d.file}: base: engine {name!r} names itself through {' -> '.join(_seen)}")
+        base = load_engine(v["base"], d, ("base",), (*_seen, f.stem))
+    return engine_from_mapping(d, (), v, base)
 
 
 def routing_from_value(doc: Doc, path: KeyPath, value: Any, model: Model) -> Routing:
