@@ -6,7 +6,7 @@ README); the ``EXIT_*`` names below are that enum's members under their old name
 Faults of observing a server (``spectune observe``, ``--metrics-url``, ``--prometheus``):
 
 The CLI prints ``spectune: error: <message>`` on stderr and exits with the code; the
-messages are one line and never contain a credential (see :mod:`spectune.redact`).
+messages are one line and never contain a credential (see :mod:`spectune.base.redact`).
 
 =====  ==================================  =================================================
 code   exception                           meaning

@@ -40,9 +40,9 @@ def seed_b200() -> GPU:
 
 @pytest.fixture(autouse=True)
 def _no_remembered_secrets() -> Iterator[None]:
-    """spectune.redact remembers the credentials a process was given (one command per
+    """spectune.base.redact remembers the credentials a process was given (one command per
     process in real use): each test starts and ends without any."""
-    from spectune import redact
+    from spectune.base import redact
 
     redact.forget()
     yield

@@ -19,7 +19,9 @@ to ``P.name`` too. Then:
 * the pure core (hardware, model, cost, acceptance, speedup, recommend) reaches, directly
   or through any module it imports, no file format, HTTP client or terminal library and no
   edge module (profiles, observe, emit, check, render, cli, api, ...).
-* ``spectune/check.py`` is the gate alone (at most ``CHECK_MAX_LINES`` lines), and an
+* directly in ``spectune/`` sit only ``__init__``, ``__main__`` and the public base (errors, exit
+  codes, version); no submodule is named like a name its package's API loads on first use;
+* ``spectune/api/gate.py`` is the gate alone (at most ``CHECK_MAX_LINES`` lines), and an
   engine's option names appear in code only in its package under ``spectune/engines/``
   (the command line, which names spectune's own options after them, aside).
 """
@@ -40,15 +42,14 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "spectune"
 
 # The floors, lowest first (docs/architecture.md): a module imports only from its own floor or
-# below. The base is what every floor shares (errors and exit codes, limits, notes, redaction).
+# below. The base is what every floor shares: the public base directly in spectune/ (errors, exit
+# codes, the version) and everything under spectune/base/ (limits, notes, redaction).
 FLOORS = ("base", "core", "documents", "engines", "observe", "render", "top", "cli")
-BASE = {"spectune.errors", "spectune.exit_codes", "spectune.version", "spectune.notes", "spectune.limits",
-        "spectune.redact"}
-# What the library composes, above every floor but the command line: the API and the pieces it
-# calls (the gate, the fleet, the CI gate over a directory, init, pricing, overrides); the API's
-# own modules (spectune/api/*.py) too.
-TOP = {"spectune", "spectune.api", "spectune.gate", "spectune.fleet", "spectune.gitops", "spectune.init",
-       "spectune.pricing", "spectune.overrides"}
+BASE = {"spectune.errors", "spectune.exit_codes", "spectune.version"}
+# What the library composes, above every floor but the command line: the API's face and every
+# module under spectune/api/ (its functions and the pieces they call: the gate, the fleet's gap,
+# the CI gate over a directory, the starter profile, pricing, overrides).
+TOP = {"spectune", "spectune.api"}
 # The command line reaches the library through the API only: beside it, the renderers and the base.
 CLI_MAY_IMPORT = ("api", "render", "cli", "base")
 # Command-line modules: click commands and parameter types (everything under spectune/cli/).
@@ -59,20 +60,20 @@ ENVELOPE_NAMES = {"envelope", "API_VERSION", "Document"}
 # everything it imports, directly or not (a new core module is held to the same rule).
 CORE = ("spectune.core",)
 EDGES = ("spectune.documents", "spectune.observe", "spectune.engines", "spectune.render", "spectune.cli",
-         "spectune.api", "spectune.gate", "spectune.pricing", "spectune.overrides", "spectune.fleet",
-         "spectune.gitops", "spectune.init")
+         "spectune.api")
 CORE_FORBIDDEN = {"click", "yaml", "requests", "prometheus_client", "tabulate", "urllib", "socket",
                   "http", "subprocess", "matplotlib"}
 
 
 def floor(module: str) -> str:
-    """The floor of a spectune module (FLOORS)."""
+    """The floor of a spectune module (FLOORS): the package under spectune/ it lives in
+    (spectune/base/ is "base", spectune/api/ "top"), the public base directly in spectune/
+    "base", the entry point "cli". Any other module directly in spectune/ has no floor."""
     if module in BASE:
         return "base"
     if module == "spectune.__main__":
         return "cli"
-    if module in TOP or module.startswith("spectune.api.") or (
-            module.count(".") == 1 and module.split(".")[1] not in FLOORS):
+    if module in TOP or module.startswith("spectune.api."):
         return "top"
     return module.split(".")[1]
 
@@ -289,6 +290,7 @@ def test_every_import_points_down() -> None:
 def test_floors_are_known() -> None:
     assert floor("spectune.core.cost.moe") == "core" and floor("spectune.api") == "top"
     assert floor("spectune.errors") == "base" and floor("spectune.cli.main") == "cli"
+    assert floor("spectune.base.limits") == "base" and floor("spectune.api.gate") == "top"
     assert all(floor(m) in FLOORS for m in modules())
 
 
@@ -398,8 +400,8 @@ def _engine_options_in(module: str) -> list[str]:
 
 
 def test_check_is_the_gate_alone() -> None:
-    n = len(modules()["spectune.gate"].read_text(encoding="utf-8").splitlines())
-    assert n <= CHECK_MAX_LINES, (f"spectune/check.py has {n} lines (at most {CHECK_MAX_LINES}): reading "
+    n = len(modules()["spectune.api.gate"].read_text(encoding="utf-8").splitlines())
+    assert n <= CHECK_MAX_LINES, (f"spectune/api/gate.py has {n} lines (at most {CHECK_MAX_LINES}): reading "
                                   "configurations belongs in spectune/engines/serving_config.py, engine "
                                   "semantics in spectune/engines/")
 
@@ -444,3 +446,37 @@ def test_no_module_is_over_500_lines() -> None:
     long = [f"{path_of(m)}: {n} lines" for m, p in modules().items()
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES]
     assert not long, _report(long, f"modules over {MAX_MODULE_LINES} lines (split them by concept)")
+
+
+# Directly in spectune/: the package's face, its entry point and the public base a user imports.
+# Every other module lives in its floor's folder (base/, core/, documents/, ..., api/, cli/).
+TOP_LEVEL = {"__init__", "__main__", "errors", "exit_codes", "version"}
+
+
+def test_only_the_face_and_the_public_base_sit_directly_in_spectune() -> None:
+    found = {path.stem for path in SRC.glob("*.py")}
+    assert found == TOP_LEVEL, (
+        f"directly in spectune/: {sorted(found - TOP_LEVEL)} should not be (move each into its floor's "
+        f"folder: spectune/base/ what every floor shares, spectune/api/ what the API composes); "
+        f"{sorted(TOP_LEVEL - found)} missing")
+
+
+def _namesakes(package: str, names: Iterable[str]) -> set[str]:
+    """The submodules of ``package`` named like one of ``names``."""
+    depth = package.count(".") + 1
+    return {m.rsplit(".", 1)[1] for m in modules() if m.startswith(package + ".") and m.count(".") == depth} \
+        & set(names)
+
+
+def test_no_submodule_is_named_like_a_name_of_its_package() -> None:
+    """The import system sets a loaded submodule as an attribute of its package: a module
+    named like one of the names the package loads on first use (``spectune.api.fleet`` beside
+    a ``spectune/api/fleet.py``) would replace the function once anything imported it."""
+    import spectune
+    import spectune.api
+
+    bad = {package: found for package, names in (("spectune", [*spectune.__all__, *spectune.FUNCTIONS]),
+                                                 ("spectune.api", spectune.api.__all__))
+           if (found := _namesakes(package, names))}
+    assert not bad, f"modules named like a name of their package's API (rename the module): {bad}"
+    assert _namesakes("spectune.api", ["gate", "check"]) == {"gate"}  # the check itself can fail

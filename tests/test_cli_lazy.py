@@ -53,9 +53,9 @@ def test_help_costs_click_alone() -> None:
 def test_recommend_imports_only_what_recommend_needs() -> None:
     others = [m for m in COMMAND_MODULES if m != "spectune.cli.recommend"]
     library = ["spectune.render.report", "spectune.observe.prometheus", "spectune.observe.scrape",
-               "spectune.fleet", "spectune.gitops", "spectune.gate", "spectune.init", "spectune.render.rules",
-               "spectune.documents.schema", "spectune.core.ragged", "spectune.core.slo", "requests",
-               "spectune.api.observing", "spectune.api.explain"]
+               "spectune.api.fleet_gap", "spectune.api.gitops", "spectune.api.gate", "spectune.api.starter",
+               "spectune.render.rules", "spectune.documents.schema", "spectune.core.ragged",
+               "spectune.core.slo", "requests", "spectune.api.observing", "spectune.api.explain"]
     watch = ["spectune.cli.recommend", *others, *library]
     assert _loaded_after(["recommend", EXAMPLE, "-o", "json"], watch) == ["spectune.cli.recommend"]
 

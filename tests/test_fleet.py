@@ -1,4 +1,4 @@
-"""spectune.fleet (mix-weighted speedups, gain) and the fleet file's validation, without a
+"""spectune.api.fleet_gap (mix-weighted speedups, gain) and the fleet file's validation, without a
 Prometheus server (the full path is in tests/test_observe_prometheus.py, marked `prometheus`)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from spectune.api.fleet_gap import fleet_row, mix_speedup
 from spectune.cli.main import cli
 from spectune.core.recommend import recommend
 from spectune.documents.profiles import load_deployment
-from spectune.fleet import fleet_row, mix_speedup
 
 PROFILE = "llama-3.1-8b-h100-ngram"
 

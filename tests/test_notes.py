@@ -1,4 +1,4 @@
-"""One notes sink (spectune/notes.py): outside the command line (spectune/cli/), nothing in
+"""One notes sink (spectune/base/notes.py): outside the command line (spectune/cli/), nothing in
 spectune writes to stderr but the sink, so `-q` and the secrets gate reach every note and
 warning. Read from the source with ``ast`` (nothing is imported)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "spectune"
-SINK = SRC / "notes.py"
+SINK = SRC / "base" / "notes.py"
 
 
 def _stderr_writes(tree: ast.AST) -> list[tuple[int, str]]:
@@ -40,7 +40,7 @@ def test_nothing_but_the_sink_writes_to_stderr_outside_the_command_line() -> Non
     bad = [f"{path.relative_to(SRC.parent)}:{line}: {what}"
            for path in sorted(SRC.rglob("*.py")) if path != SINK and "cli" not in path.relative_to(SRC).parts
            for line, what in _stderr_writes(ast.parse(path.read_text(encoding="utf-8")))]
-    assert not bad, "write notes and warnings through spectune.notes (note, notes, warning):\n  " + \
+    assert not bad, "write notes and warnings through spectune.base.notes (note, notes, warning):\n  " + \
         "\n  ".join(bad)
 
 
@@ -54,8 +54,8 @@ def test_the_scan_finds_each_route(code: str) -> None:
 def test_model_import_warnings_reach_stderr_through_the_sink(capsys: pytest.CaptureFixture[str]) -> None:
     from dataclasses import replace
 
+    from spectune.base.notes import set_quiet
     from spectune.documents.profiles import _warned, load_model
-    from spectune.notes import set_quiet
 
     model = replace(load_model("llama-3.1-8b"), notes=("model_type 'brand_new' priced as a dense decoder",),
                     source="config.json")

@@ -26,7 +26,7 @@ import pytest
 from click.testing import CliRunner
 from observe_support import PROM, Engine, vllm_text
 
-from spectune import redact
+from spectune.base import redact
 from spectune.cli.main import cli
 from spectune.exit_codes import ExitCode
 

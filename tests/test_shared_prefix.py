@@ -104,7 +104,7 @@ def test_cost_with_the_profile_counts_the_prefix_once(tmp_path: Path) -> None:
 def test_the_profile_carries_it_through_overrides(tmp_path: Path) -> None:
     dep = load_deployment(str(write(tmp_path, shared_prefix_tokens=P)))
     assert dep.workload.shared_prefix_tokens == P and dep.engine.kv_block_size == 16
-    from spectune.overrides import prepare
+    from spectune.api.overrides import prepare
 
     assert prepare(dep, batch_sizes=[8]).deployment.workload.shared_prefix_tokens == P
 

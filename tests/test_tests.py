@@ -26,7 +26,7 @@ TOPICS = {
     "no_internal_errors": "spectune/exit_codes.py",  # no exit 70 a user can cause
     "profile_schema": "spectune/documents",  # the profile's JSON Schema and loader agree
     "properties": "spectune/cli",  # property-based: any input, exit 0 or 2 and sane speedups
-    "secrets": "spectune/redact.py",  # no credential reaches the terminal
+    "secrets": "spectune/base/redact.py",  # no credential reaches the terminal
     "seed_000": "spectune/core/cost",  # seed 000's arithmetic from the cost functions
     "shared_prefix": "spectune/core/memory.py",  # a shared system prompt held once in KV
     "tests": "tests",  # this file: the names of the tests

@@ -264,7 +264,7 @@ def test_init_knows_a_trtllm_server_by_its_model_list(tmp_path: Path) -> None:
     (tensorrt_llm/serve/openai_protocol.py ModelCard), which tells them apart."""
     from observe_support import MetricsServer, Reply
 
-    from spectune.init import server_info
+    from spectune.api.starter import server_info
 
     for owner, engine in (("tensorrt_llm", "trtllm"), ("vllm", "vllm")):
         models = json.dumps({"data": [{"id": "meta-llama/Llama-3.1-8B-Instruct", "owned_by": owner}]})

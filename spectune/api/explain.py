@@ -13,12 +13,12 @@ from spectune.api.profiles import deployment
 from spectune.documents.envelope import Document
 
 if TYPE_CHECKING:
+    from spectune.api.pricing import PassCost
     from spectune.core.deployment import Deployment, Engine
     from spectune.core.hardware import GPU
     from spectune.core.memory import Memory
     from spectune.core.model import Drafter, Model
     from spectune.core.speedup import PointSpeedup
-    from spectune.pricing import PassCost
 
 
 def _dtypes(dtypes: Sequence[str] | Mapping[str, str]) -> dict[str, str] | None:
@@ -39,7 +39,7 @@ def costs(profile: Deployment | str | Path | None = None, *, gpu: GPU | str | No
           dtypes: Sequence[str] | Mapping[str, str] = ()) -> list[PassCost]:
     """:func:`cost` at each of ``batches`` (``spectune cost --batch B --batch B2 ...``);
     ``document(list)`` is the sweep."""
-    from spectune.pricing import pass_lengths, price_pass, resolve_target
+    from spectune.api.pricing import pass_lengths, price_pass, resolve_target
 
     target = resolve_target(deployment(profile) if profile is not None else None, gpu=gpu, model=model,
                             tp=tp, ep=ep, dp=dp, engine=engine, coactivation=coactivation,
@@ -110,12 +110,12 @@ def speedup_result(profile: Deployment | str | Path | None = None, *, gamma: int
         return SpeedupResult(None, closed_form_doc(alpha, gamma, draft_cost or 0.0))
     if batch is None or context is None:
         raise InputError("the roofline speedup needs --batch and --context")
+    from spectune.api.pricing import resolve_target, speedup_deployment
     from spectune.core.lengths import lengths_notes, with_lengths
     from spectune.core.memory import memory
     from spectune.core.priors import assumed_note
     from spectune.core.speedup import point_speedup
     from spectune.documents.results import point_speedup_doc
-    from spectune.pricing import resolve_target, speedup_deployment
 
     where = resolve_target(deployment(profile) if profile is not None else None, gpu=gpu, model=model,
                            tp=tp, ep=ep, dp=dp, engine=engine, dtypes=_dtypes(dtypes))
@@ -167,11 +167,11 @@ def widthdepth(profile: Deployment | str | Path, *, positions: int, batch: int |
     verifying positions / batch); kind ``WidthDepth``. ``alpha``: i.i.d. acceptance instead
     of the profile's; ``coactivation`` overrides the MoE routing's F; the drafter and the
     engine's overheads are priced only when asked (the seed takes them as free)."""
+    from spectune.api.pricing import with_coactivation
     from spectune.core.acceptance import ALPHA_OPTION, Acceptance
     from spectune.core.widthdepth import width_vs_depth
     from spectune.documents.results import widthdepth_doc
     from spectune.errors import InputError
-    from spectune.pricing import with_coactivation
 
     dep = deployment(profile)
     b = batch or max(1, positions // 2)

@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spectune.api.profiles import deployment, load_observation, load_profile
-from spectune.limits import DEFAULT_TOKEN_ENV
+from spectune.base.limits import DEFAULT_TOKEN_ENV
 
 if TYPE_CHECKING:
+    from spectune.api.fleet_gap import FleetResult
+    from spectune.api.gate import CheckResult
     from spectune.core.deployment import Deployment
     from spectune.documents.envelope import Document
     from spectune.documents.observation import Observation
-    from spectune.fleet import FleetResult
-    from spectune.gate import CheckResult
     from spectune.observe.prometheus import Fleet
 
 # Where a bearer token is looked for by default.
@@ -112,7 +112,7 @@ def recommend_prometheus(profile: str, prometheus: str, *, match: Sequence[str] 
     """``spectune recommend PROFILE --prometheus URL``: each group Prometheus observes (those
     ``match``, LABEL=VALUE strings, selects) gets ``profile``'s recommendation at its own
     acceptance and batch mix. ``options`` as :func:`observe_prometheus` takes them."""
-    from spectune.fleet import profile_rows
+    from spectune.api.fleet_gap import profile_rows
 
     observed = observe_prometheus(prometheus, **options)
     return profile_rows(observed, profile, match, grouped=bool(options.get("by")), gamma_max=gamma_max)
@@ -125,9 +125,9 @@ def fleet(fleet_file: str | Path, *, prometheus: str | None = None, window: floa
     compared with the gamma its serving config sets. ``prometheus``, ``window`` and
     ``selector`` replace the file's, ``by`` adds to it; ``options`` as
     :func:`observe_prometheus` takes them. ``.document`` is the FleetReport."""
+    from spectune.api.fleet_gap import file_rows
     from spectune.documents.fleet_file import load_fleet_file
     from spectune.errors import InputError
-    from spectune.fleet import file_rows
 
     ff = load_fleet_file(str(fleet_file))
     url = prometheus or ff.prometheus
@@ -146,10 +146,10 @@ def check(serving_config: str | Path, profile: Deployment | str | Path, toleranc
     ``.exit_code`` 0 pass / 1 fail, ``.document`` the CheckReport, ``.warnings``.
     ``calibration`` (a ``calibrate -o yaml`` file) and ``prompt_tokens`` / ``output_tokens``
     as :func:`spectune.api.recommend` takes them."""
+    from spectune.api.gate import DEFAULT_TOLERANCE
+    from spectune.api.gate import check as run
     from spectune.core.lengths import with_lengths
     from spectune.engines.serving_config import read_serving_config
-    from spectune.gate import DEFAULT_TOLERANCE
-    from spectune.gate import check as run
 
     conf = read_serving_config(str(serving_config))
     dep = deployment(profile)
@@ -164,10 +164,10 @@ def check(serving_config: str | Path, profile: Deployment | str | Path, toleranc
 def check_directory(folder: str | Path, profile_map: str | Path,
                     tolerance: float | None = None) -> tuple[Document, int, list[str]]:
     """``spectune check DIR --profiles MAP.yaml``: every manifest under ``folder`` checked
-    against the profile ``profile_map`` names for it (:mod:`spectune.gitops`). Returns the
+    against the profile ``profile_map`` names for it (:mod:`spectune.api.gitops`). Returns the
     ``CheckSet`` document, the exit code (1 when any manifest fails) and the warnings."""
-    from spectune.gate import DEFAULT_TOLERANCE
-    from spectune.gitops import check_directory as run
+    from spectune.api.gate import DEFAULT_TOLERANCE
+    from spectune.api.gitops import check_directory as run
 
     warnings: list[str] = []
     doc, code = run(str(folder), str(profile_map), DEFAULT_TOLERANCE if tolerance is None else tolerance,
@@ -188,10 +188,10 @@ def rules(profile: Deployment | str | Path, *, by: Sequence[str] = (), selector:
     its ``selector``, ``by`` and ``prometheus`` are used (``selector`` replaces, ``by`` adds).
     ``grafana``: a Grafana dashboard (JSON) of the recorded series instead, with the
     recommended gamma and the break-even acceptance as reference lines."""
+    from spectune.base.limits import DEFAULT_CHECK_TOLERANCE
     from spectune.core.thresholds import thresholds
     from spectune.documents.fleet_file import load_fleet_file
     from spectune.errors import InputError
-    from spectune.limits import DEFAULT_CHECK_TOLERANCE
     from spectune.observe.prometheus import group_labels, selector_matchers
     from spectune.render.rules import RulesSpec, Target, check_matchers, rules_file
 

@@ -128,9 +128,9 @@ def init_profile(*, gpu: str | None, model: str | None, drafter: str = "ngram", 
     (``spectune init``). ``server_url``: a running vLLM / SGLang server gives the model (its
     local config.json) and the engine. Batch sizes default to 1, 8, 64 (CPU: 1, 4, 16),
     context lengths to 2048 tokens (CPU: 256); ``dtypes`` are ``KEY=DTYPE`` strings."""
+    from spectune.api.starter import profile_text, server_info
     from spectune.documents.user_model import parse_dtypes
     from spectune.errors import InputError
-    from spectune.init import profile_text, server_info
 
     info = server_info(server_url) if server_url else None
     if model is None and info is not None:

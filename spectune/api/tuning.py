@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from spectune.api.profiles import deployment, load_observation
 from spectune.api.profiles import observation as observation_of
+from spectune.base.limits import DEFAULT_ADAPTIVE_CONFIG
 from spectune.documents.envelope import Document
-from spectune.limits import DEFAULT_ADAPTIVE_CONFIG
 
 if TYPE_CHECKING:
     from spectune.core.deployment import Deployment
@@ -48,9 +48,9 @@ def tune(profile: Deployment | str | Path, *, observation: Observation | str | P
     """:func:`recommend` with the batch mix kept (what ``spectune recommend``, ``emit`` and
     ``report`` share). ``batch_mix`` (batch size -> weight) is laid over the observed mix;
     ``engine_version`` (a release such as ``0.24.0``) replaces the engine profile's."""
+    from spectune.api.overrides import prepare
     from spectune.core.lengths import with_lengths
     from spectune.core.recommend import recommend as run
-    from spectune.overrides import prepare
 
     dep = deployment(profile)
     if engine_version is not None:
@@ -122,9 +122,9 @@ def extras(rec: Recommendation | Deployment, *, ragged: bool = False, rounds: st
     file, instead of the two-population fit when given) and the goodput under ``tpot_slo``
     (seconds, or a duration such as ``"25ms"``; default the profile's ``slo.tpot_ms``) for the
     deployment of ``rec``. The simulators load only when asked for."""
+    from spectune.base.limits import MAX_TPOT_SECONDS
     from spectune.core.recommend import Recommendation
     from spectune.errors import InputError
-    from spectune.limits import MAX_TPOT_SECONDS
 
     dep = rec.deployment if isinstance(rec, Recommendation) else rec
     grid = good = None

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import click
 
+from spectune.base.limits import COST_RATIO, MAX_BATCH, MAX_CONTEXT, MAX_GAMMA
+from spectune.base.notes import notes
 from spectune.cli.options import calibration_option, completer, echo_doc, output_option, target_options, warn
 from spectune.cli.params import FiniteFloatRange, lengths_options
-from spectune.limits import COST_RATIO, MAX_BATCH, MAX_CONTEXT, MAX_GAMMA
-from spectune.notes import notes
 
 
 @click.command()

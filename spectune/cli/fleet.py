@@ -1,7 +1,7 @@
 """``spectune fleet FLEET.yaml``: observe every deployment through Prometheus, recommend gamma
 for each at its own acceptance and batch mix, and compare with the gamma its serving config
 sets. Parsing and rendering only: :func:`spectune.api.fleet` does the rest (the arithmetic
-is in :mod:`spectune.fleet`, the fleet file's format in :mod:`spectune.documents.fleet_file`).
+is in :mod:`spectune.api.fleet_gap`, the fleet file's format in :mod:`spectune.documents.fleet_file`).
 """
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ import sys
 
 import click
 
-from spectune.cli.options import FORMATS, echo_doc, prometheus_options
-from spectune.cli.params import DURATION, FiniteFloatRange
-from spectune.limits import (
+from spectune.base.limits import (
     DEFAULT_TOKEN_ENV,
     MAX_TIMEOUT_SECONDS,
     MAX_WINDOW_SECONDS,
     MIN_INTERVAL_SECONDS,
     MIN_TIMEOUT_SECONDS,
 )
-from spectune.notes import notes
+from spectune.base.notes import notes
+from spectune.cli.options import FORMATS, echo_doc, prometheus_options
+from spectune.cli.params import DURATION, FiniteFloatRange
 
 
 @click.command("fleet", context_settings={"help_option_names": ["-h", "--help"]})

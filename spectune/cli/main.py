@@ -60,9 +60,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 
 def gate(text: str) -> str:
-    """``text`` through :func:`spectune.redact.gate` (no credential printed) when that
+    """``text`` through :func:`spectune.base.redact.gate` (no credential printed) when that
     module is loaded -- every network client loads it; other commands do not pay for it."""
-    redact = sys.modules.get("spectune.redact")
+    redact = sys.modules.get("spectune.base.redact")
     return text if redact is None else str(redact.gate(text))
 
 
@@ -263,7 +263,7 @@ def cli(ctx: click.Context, quiet: bool) -> None:
       spectune profiles list
     Shell completion: spectune completion --help
     """
-    from spectune.notes import set_quiet
+    from spectune.base.notes import set_quiet
 
     set_quiet(quiet)  # each subcommand's own --quiet may still turn it on
     if ctx.invoked_subcommand is None:

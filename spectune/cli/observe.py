@@ -10,10 +10,7 @@ from typing import Any
 
 import click
 
-from spectune.cli.options import FORMATS, prometheus_options
-from spectune.cli.params import DURATION, FiniteFloatRange
-from spectune.errors import EXIT_CODES
-from spectune.limits import (
+from spectune.base.limits import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_SECONDS,
@@ -25,6 +22,9 @@ from spectune.limits import (
     MIN_INTERVAL_SECONDS,
     MIN_TIMEOUT_SECONDS,
 )
+from spectune.cli.options import FORMATS, prometheus_options
+from spectune.cli.params import DURATION, FiniteFloatRange
+from spectune.errors import EXIT_CODES
 
 _EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>2}  {meaning}" for code, _, meaning in
                                           ((0, None, "success"), *EXIT_CODES))
@@ -127,9 +127,9 @@ def observe(url: str | None, log_file: str | None, fmt: str, window: float | Non
 
 
 def _quiet(on: bool) -> bool:
-    """``-q``: the notes silenced (:mod:`spectune.notes`, as every command's ``-q``)."""
+    """``-q``: the notes silenced (:mod:`spectune.base.notes`, as every command's ``-q``)."""
     if on:
-        from spectune.notes import set_quiet
+        from spectune.base.notes import set_quiet
 
         set_quiet(True)
     return on

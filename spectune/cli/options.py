@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 
 import click
 
+from spectune.base.limits import MAX_BATCH, MAX_CONTEXT, MAX_GAMMA, MAX_GPUS
 from spectune.cli.params import DTYPE_OPTION, FiniteFloatRange, lengths_options
-from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_GAMMA, MAX_GPUS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,8 +35,8 @@ def echo_doc(doc: dict[str, Any], fmt: str, *, variant: str = "") -> None:
 
 def warn(lines: Iterable[str]) -> None:
     """Each line as ``spectune: warning: ...`` on stderr (shown even with --quiet), through
-    the one notes sink (:func:`spectune.notes.warning`)."""
-    from spectune.notes import warning
+    the one notes sink (:func:`spectune.base.notes.warning`)."""
+    from spectune.base.notes import warning
 
     for w in lines:
         warning(w)

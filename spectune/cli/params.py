@@ -73,14 +73,14 @@ QUIET_HELP = "No notes on stderr (warnings and errors still show)."
 
 def _set_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value:
-        from spectune.notes import set_quiet
+        from spectune.base.notes import set_quiet
 
         set_quiet(True)
 
 
 def add_quiet(cmd: click.Command, *, recurse: bool = True) -> None:
     """Give ``cmd`` and every subcommand ``-q/--quiet`` with one meaning everywhere: no notes
-    on stderr (:mod:`spectune.notes`). A command that declares its own keeps it (observe's
+    on stderr (:mod:`spectune.base.notes`). A command that declares its own keeps it (observe's
     also turns its progress bar off)."""
     if not any(p.name == "quiet" for p in cmd.params):
         cmd.params.append(click.Option(["-q", "--quiet"], is_flag=True, expose_value=False,
@@ -101,7 +101,7 @@ def lengths_options(fn: Any) -> Any:
     """``--prompt-tokens N --output-tokens N`` (mean tokens per request, together): the steps
     of an aggregated worker also carry the prefill that arrives per step (spectune.core.lengths,
     spectune.core.cost.prefill). On cost, speedup, recommend, emit, check and report."""
-    from spectune.limits import MAX_CONTEXT
+    from spectune.base.limits import MAX_CONTEXT
 
     for opt in reversed((
         click.option("--prompt-tokens", type=FiniteFloatRange(1, MAX_CONTEXT),

@@ -7,6 +7,14 @@ from typing import Any
 
 import click
 
+from spectune.base.limits import (
+    DEFAULT_INTERVAL_SECONDS,
+    DEFAULT_TOKEN_ENV,
+    DEFAULT_WINDOW_SECONDS,
+    MAX_WINDOW_SECONDS,
+    MIN_INTERVAL_SECONDS,
+)
+from spectune.base.notes import notes
 from spectune.cli.options import (
     calibration_option,
     complete_profile,
@@ -18,14 +26,6 @@ from spectune.cli.options import (
 )
 from spectune.cli.params import DURATION, FiniteFloatRange, LazyChoice, emit_kinds
 from spectune.errors import InputError
-from spectune.limits import (
-    DEFAULT_INTERVAL_SECONDS,
-    DEFAULT_TOKEN_ENV,
-    DEFAULT_WINDOW_SECONDS,
-    MAX_WINDOW_SECONDS,
-    MIN_INTERVAL_SECONDS,
-)
-from spectune.notes import notes
 
 
 @click.command()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
+from spectune.base.notes import notes
 from spectune.cli.options import calibration_option, complete_profile, what_if_options
-from spectune.notes import notes
 
 
 @click.command("report")

@@ -7,8 +7,8 @@ import shlex
 
 import click
 
+from spectune.base.limits import MAX_CONTEXT
 from spectune.cli.params import DURATION, FiniteFloatRange
-from spectune.limits import MAX_CONTEXT
 
 
 @click.command("rules", context_settings={"help_option_names": ["-h", "--help"]})

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import click
 
+from spectune.base.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
+from spectune.base.notes import notes
 from spectune.cli.options import completer, echo_doc, output_option
 from spectune.cli.params import DTYPE_OPTION
-from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
-from spectune.notes import notes
 
 # spectune.api.PROFILE_KINDS, spelled out: importing the API here would slow `spectune completion`,
 # which a shell runs at every start (tests/test_cli_lazy.py keeps the two equal).

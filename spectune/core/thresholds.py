@@ -29,13 +29,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from spectune.base.limits import MAX_GAMMA
 from spectune.core.acceptance import Acceptance
 from spectune.core.deployment import Deployment
 from spectune.core.recommend import recommend
 from spectune.core.speedup import speedup_grid, steps_with_draft, verified
 from spectune.core.tree import branching
 from spectune.core.tree import expected_tokens as tree_expected_tokens
-from spectune.limits import MAX_GAMMA
 
 IDLE_BELOW = 0.5  # running requests per instance: below this the deployment is idle
 _BISECTIONS = 50  # halvings of [0, 1]: alpha to 1e-15, far below any metric's resolution

@@ -3,8 +3,8 @@ recommended settings (``spectune check``), and the ``CheckSet`` of every manifes
 directory (``spectune check DIR --profiles MAP``), each defined once
 (:mod:`spectune.documents.docspec`).
 
-:mod:`spectune.gate` writes a CheckReport through :data:`CHECK_REPORT` (key order, rounding),
-:mod:`spectune.gitops` a CheckSet through :data:`CHECK_SET`; the published schemas
+:mod:`spectune.api.gate` writes a CheckReport through :data:`CHECK_REPORT` (key order, rounding),
+:mod:`spectune.api.gitops` a CheckSet through :data:`CHECK_SET`; the published schemas
 (``spectune schema CheckReport``) come from here. Fields: docs/schema.md#checkreport.
 """
 

@@ -9,7 +9,7 @@ number whose unit the caller states:
 * ``--tpot-slo`` (:func:`tpot_seconds`): a bare number is **milliseconds** (``25``), the unit
   of a profile's ``slo.tpot_ms``.
 
-Each is bounded by :mod:`spectune.limits`. :class:`Duration` is the same rule as a part of a
+Each is bounded by :mod:`spectune.base.limits`. :class:`Duration` is the same rule as a part of a
 document (a fleet file's ``window``), with its JSON Schema.
 """
 
@@ -19,11 +19,11 @@ import math
 import re
 from typing import Any
 
+from spectune.base.limits import MAX_TPOT_SECONDS, MAX_WINDOW_SECONDS, MIN_WINDOW_SECONDS
 from spectune.documents.inputs import short
 from spectune.documents.spec_reading import Reader, describe
 from spectune.documents.spec_values import Schema, Spec, record
 from spectune.errors import InputError, ObserveUsageError
-from spectune.limits import MAX_TPOT_SECONDS, MAX_WINDOW_SECONDS, MIN_WINDOW_SECONDS
 
 #: Seconds per unit (longest names first: ``ms`` before ``m``).
 UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0,

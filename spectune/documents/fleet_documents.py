@@ -5,7 +5,7 @@
   of servers Prometheus scrapes; built by :mod:`spectune.observe.prometheus`, read back by
   ``recommend --observed`` (one group);
 * ``FleetReport`` (:data:`FLEET_REPORT`): ``spectune fleet FLEET.yaml``, per deployment the
-  current and the recommended gamma and the predicted gain; built by :mod:`spectune.fleet`.
+  current and the recommended gamma and the predicted gain; built by :mod:`spectune.api.fleet_gap`.
 
 The fleet file a user writes (FLEET.yaml) is :mod:`spectune.documents.fleet_file`. Fields:
 docs/schema.md#fleet and #fleetreport.

@@ -24,9 +24,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from spectune.base.limits import MAX_WINDOW_SECONDS, MIN_WINDOW_SECONDS
 from spectune.documents.docspec import Either, Field, Kind, List, Map, Nullable, Number, Obj, Reader, Text
 from spectune.documents.durations import Duration
-from spectune.limits import MAX_WINDOW_SECONDS, MIN_WINDOW_SECONDS
 
 FLEET_FILE = Kind("FleetFile", "spectune fleet|rules FLEET.yaml",
                   "where Prometheus is, how its series are grouped, and each deployment's profile", Obj((

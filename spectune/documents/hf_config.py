@@ -14,7 +14,7 @@ Pure: takes dicts, returns specs; raises ``ValueError`` with the offending key. 
 is read through :mod:`spectune.documents.config_fields`, which checks its type (a list of names, text,
 a mapping, true/false, whole numbers) and says what it expected. Every shape (layers,
 heads, widths, experts, vocabulary) must be a whole number within the bounds of
-:mod:`spectune.limits`: a zero head count or 10^8 layers is refused here, not met later as
+:mod:`spectune.base.limits`: a zero head count or 10^8 layers is refused here, not met later as
 a division by zero or a minutes-long evaluation.
 """
 
@@ -25,11 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 import spectune.documents.hf_gemma as hf_gemma
-from spectune.core.model import Attention, DenseFFN, LayerGroup, Model, MoE
-from spectune.documents.config_fields import count as _count
-from spectune.documents.config_fields import flag, mapping, names, text, wholes, wrong
-from spectune.documents.inputs import short
-from spectune.limits import (
+from spectune.base.limits import (
     MAX_CONTEXT,
     MAX_EXPERTS,
     MAX_HEAD_DIM,
@@ -39,6 +35,10 @@ from spectune.limits import (
     MAX_LAYERS,
     MAX_VOCAB,
 )
+from spectune.core.model import Attention, DenseFFN, LayerGroup, Model, MoE
+from spectune.documents.config_fields import count as _count
+from spectune.documents.config_fields import flag, mapping, names, text, wholes, wrong
+from spectune.documents.inputs import short
 
 DTYPE_KEYS = ("weights", "experts", "kv_cache", "lm_head", "activations")
 #: NVIDIA ModelOpt's quantization file, read beside a checkpoint's config.json.

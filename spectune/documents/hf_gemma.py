@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from spectune.base.limits import MAX_HEAD_DIM, MAX_INTERMEDIATE, MAX_LAYERS
 from spectune.core.model import Attention
 from spectune.documents.config_fields import count, flag
-from spectune.limits import MAX_HEAD_DIM, MAX_INTERMEDIATE, MAX_LAYERS
 
 GEMMA4_TYPES = ("gemma4", "gemma4_text")
 GEMMA3_TYPES = ("gemma3", "gemma3_text")

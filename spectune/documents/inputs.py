@@ -4,20 +4,20 @@ Profiles (user and built-in), config.json files, observation files and serving
 configurations all come in through here:
 
 * :func:`read_input` -- a regular file or ``-`` (stdin) only, at most
-  :data:`~spectune.limits.MAX_INPUT_BYTES`, UTF-8 (a clear error naming the line of the
+  :data:`~spectune.base.limits.MAX_INPUT_BYTES`, UTF-8 (a clear error naming the line of the
   first bad byte otherwise). A directory, ``/dev/zero`` or a FIFO is refused before a byte
   is read.
 * :func:`yaml_documents` -- YAML through a first pass over the parser's events that refuses
-  nesting deeper than :data:`~spectune.limits.MAX_YAML_DEPTH` (libyaml's composer recurses
+  nesting deeper than :data:`~spectune.base.limits.MAX_YAML_DEPTH` (libyaml's composer recurses
   in C and would crash; its scanner has a limit and wording of its own, never shown),
   documents that expand, aliases included, to more than
-  :data:`~spectune.limits.MAX_YAML_NODES` nodes (an alias bomb) and whole numbers of more
-  than :data:`~spectune.limits.MAX_DIGITS` digits, then refuses mapping keys that are not
+  :data:`~spectune.base.limits.MAX_YAML_NODES` nodes (an alias bomb) and whole numbers of more
+  than :data:`~spectune.base.limits.MAX_DIGITS` digits, then refuses mapping keys that are not
   text (``1: x``, ``yes: x``).
 * :func:`parse_json` / :func:`json_document` -- every JSON text a user or a server gives
   (config.json, recorded rounds, adaptive configs, option values): no NaN / Infinity /
-  overflowing numbers, whole numbers of at most :data:`~spectune.limits.MAX_DIGITS`
-  digits, nesting at most :data:`~spectune.limits.MAX_JSON_DEPTH` deep, each checked by
+  overflowing numbers, whole numbers of at most :data:`~spectune.base.limits.MAX_DIGITS`
+  digits, nesting at most :data:`~spectune.base.limits.MAX_JSON_DEPTH` deep, each checked by
   spectune before the parser could fail in its own words.
 * :func:`number_problem` -- what is wrong with a number (not a number, not finite, not
   whole, out of range), for every validator to phrase the same way.
@@ -38,8 +38,8 @@ import stat
 import sys
 from typing import Any
 
+from spectune.base.limits import MAX_DIGITS, MAX_INPUT_BYTES, MAX_JSON_DEPTH, MAX_YAML_DEPTH, MAX_YAML_NODES
 from spectune.errors import InputError
-from spectune.limits import MAX_DIGITS, MAX_INPUT_BYTES, MAX_JSON_DEPTH, MAX_YAML_DEPTH, MAX_YAML_NODES
 
 #: Integers beyond this magnitude are refused before any float conversion (float(10**400) raises).
 MAX_INT_MAGNITUDE = 2**63

@@ -74,6 +74,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from spectune.base.limits import MAX_BATCH, MAX_CONTEXT, MAX_POINTS, MAX_POSITIONS
 from spectune.core.acceptance import Acceptance
 from spectune.documents.docspec import (
     AnyObject,
@@ -91,7 +92,6 @@ from spectune.documents.docspec import (
 )
 from spectune.documents.families import engine_families
 from spectune.errors import BadBodyFault, ObserveError, ObserveUsageError
-from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_POINTS, MAX_POSITIONS
 
 KIND = "Observation"
 SCHEMA_VERSION = 1

@@ -18,6 +18,23 @@ from __future__ import annotations
 
 from dataclasses import MISSING, fields
 
+from spectune.base.limits import (
+    BANDWIDTH_TBPS,
+    COST_RATIO,
+    FRACTION,
+    LINK_GBPS,
+    LINK_LATENCY_US,
+    MAX_BATCH,
+    MAX_CONTEXT,
+    MAX_GAMMA,
+    MAX_GPUS,
+    MAX_POSITIONS,
+    MAX_TIE_TOLERANCE,
+    MAX_TPOT_SECONDS,
+    MEMORY_GB,
+    OVERHEAD_US,
+    PEAK_TFLOPS,
+)
 from spectune.core.deployment import EP_EXCHANGES
 from spectune.core.hardware import DTYPE_BYTES, Collectives, Kernels
 from spectune.core.model import DRAFTER_KINDS
@@ -44,23 +61,6 @@ from spectune.documents.docspec import (
 )
 from spectune.documents.families import engine_families
 from spectune.documents.hf_config import DTYPE_KEYS
-from spectune.limits import (
-    BANDWIDTH_TBPS,
-    COST_RATIO,
-    FRACTION,
-    LINK_GBPS,
-    LINK_LATENCY_US,
-    MAX_BATCH,
-    MAX_CONTEXT,
-    MAX_GAMMA,
-    MAX_GPUS,
-    MAX_POSITIONS,
-    MAX_TIE_TOLERANCE,
-    MAX_TPOT_SECONDS,
-    MEMORY_GB,
-    OVERHEAD_US,
-    PEAK_TFLOPS,
-)
 
 #: Keys of ``kernels:`` in a GPU profile (spectune.core.hardware.Kernels; ``_us`` microseconds).
 KERNEL_KEYS = tuple(f.name + ("_us" if f.name.endswith(("_call", "_expert")) else "")

@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from spectune.base.limits import DEFAULT_GAMMA_MAX, DEFAULT_TIE_TOLERANCE
 from spectune.core.deployment import (
     Deployment,
     Engine,
@@ -47,7 +48,6 @@ from spectune.documents.user_model import config_file, is_path, model_label, on_
 from spectune.documents.yaml_doc import Doc, KeyPath, parse_yaml, read_doc
 from spectune.documents.yaml_doc import read_text as read_text  # re-exported: read here by other modules
 from spectune.errors import InputError
-from spectune.limits import DEFAULT_GAMMA_MAX, DEFAULT_TIE_TOLERANCE
 
 
 def profiles_dir() -> Path:
@@ -260,8 +260,8 @@ def model_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], default_na
 
 def _warned(model: Model) -> Model:
     """The model's import warnings (fields priced approximately or not at all) on stderr
-    through the one sink (:func:`spectune.notes.warning`), naming the field; never silent."""
-    from spectune.notes import warning
+    through the one sink (:func:`spectune.base.notes.warning`), naming the field; never silent."""
+    from spectune.base.notes import warning
 
     for note in model.notes:
         warning(f"{model.source or model.name}: {note}")

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from spectune.base.limits import MAX_COUNT
 from spectune.documents.spec_reading import Reader, describe, key_path
-from spectune.limits import MAX_COUNT
 
 if TYPE_CHECKING:
     from dataclasses import dataclass as record

@@ -54,7 +54,7 @@ def emit_snippet(rec: Recommendation, kind: str, weights: Mapping[int, float] | 
     """The snippet text; its notes are written to stderr as ``spectune: note: ...``.
 
     What ``spectune recommend --emit`` and ``spectune emit`` both print."""
-    from spectune.notes import notes
+    from spectune.base.notes import notes
 
     snip = build_snippet(rec, kind, weights, adaptive_path=adaptive_path)
     notes(snip.notes)

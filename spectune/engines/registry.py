@@ -3,7 +3,7 @@ about an engine sits in its package -- its metric names and how to read them, it
 settings and how to emit them, how to read them back from a config file, command line or
 manifest, its log format, defaults, releases and limits.
 
-The gate (:mod:`spectune.gate`), the serving-config reader (:mod:`spectune.engines.serving_config`),
+The gate (:mod:`spectune.api.gate`), the serving-config reader (:mod:`spectune.engines.serving_config`),
 ``spectune emit`` and ``spectune observe`` (a URL or Prometheus) reach an engine through :data:`ENGINES` and
 the names of :class:`Engine`; an engine profile says which engine it prices by its ``family``
 (one of these names). :data:`ENGINES` is every subpackage of ``spectune/engines/``

@@ -9,6 +9,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from spectune.base.limits import (
+    DEFAULT_INTERVAL_SECONDS,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_SECONDS,
+    DEFAULT_TOKEN_ENV,
+    DEFAULT_WINDOW_SECONDS,
+)
+from spectune.base.redact import clip, scrub
 from spectune.core.acceptance import Acceptance
 from spectune.documents.exposition import Exposition, has_prefix, parse_exposition
 from spectune.documents.observation import Observation, checked, iso
@@ -20,13 +28,6 @@ from spectune.errors import (
     ObserveUsageError,
     SpeculationNotEnabled,
 )
-from spectune.limits import (
-    DEFAULT_INTERVAL_SECONDS,
-    DEFAULT_RETRIES,
-    DEFAULT_TIMEOUT_SECONDS,
-    DEFAULT_TOKEN_ENV,
-    DEFAULT_WINDOW_SECONDS,
-)
 from spectune.observe.scrape import (
     SYSTEM_CLOCK,
     Clock,
@@ -36,7 +37,6 @@ from spectune.observe.scrape import (
     normalize_url,
     resolve_token,
 )
-from spectune.redact import clip, scrub
 
 ProgressFn = Callable[[float], None]
 

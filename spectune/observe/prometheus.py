@@ -25,7 +25,7 @@ HTTP: one ``requests`` call per query with ``timeout`` seconds for the whole ans
 size cap on the body; a bearer token (never printed), a CA bundle, and the multi-tenant
 ``X-Scope-OrgID`` header (Cortex, Mimir, Thanos) when given. Answers are checked by :mod:`.prometheus_answer`,
 counts and Observations as ``observe URL``'s (:mod:`.counts`): malformed or inconsistent is exit 5.
-Every answer's text reaches a message through :mod:`spectune.redact`; no redirect
+Every answer's text reaches a message through :mod:`spectune.base.redact`; no redirect
 to another host.
 """
 
@@ -39,6 +39,8 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from spectune.base.limits import MAX_PROMETHEUS_GROUPS
+from spectune.base.redact import protect, redact_url, server_text
 from spectune.documents.counts import INCREASE_SLACK
 from spectune.documents.docspec import Reader
 from spectune.documents.exposition import Exposition, LabelSet, Series
@@ -55,10 +57,8 @@ from spectune.errors import (
     TimeoutFault,
     TLSFault,
 )
-from spectune.limits import MAX_PROMETHEUS_GROUPS
 from spectune.observe.prometheus_answer import Asked, answer_data, instant_vector, range_matrix
 from spectune.observe.scrape import _classify_connection_error, _tls_reason
-from spectune.redact import protect, redact_url, server_text
 
 MAX_BODY_BYTES = 64 * 1024 * 1024  # one query's answer
 GROUP_LABEL = "model_name"

@@ -2,14 +2,14 @@
 
 Every failure becomes one :mod:`spectune.errors` exception with its own exit code.
 The bearer token is held in a field excluded from ``repr``; every message goes through
-:mod:`spectune.redact` (no credential in any encoding; no redirect to another host
+:mod:`spectune.base.redact` (no credential in any encoding; no redirect to another host
 with them).
 
 Every request -- ``/metrics`` and the ``/version`` probe alike -- runs under one deadline:
 ``--timeout`` bounds the whole answer, headers and body bytes included (a server trickling
 a body one byte a second is cut off at the deadline, however many bytes it promised), and
-every body has a size cap (:data:`~spectune.limits.MAX_METRICS_BYTES`,
-:data:`~spectune.limits.MAX_PROBE_BYTES`).
+every body has a size cap (:data:`~spectune.base.limits.MAX_METRICS_BYTES`,
+:data:`~spectune.base.limits.MAX_PROBE_BYTES`).
 
 Retried (``retries`` more attempts, sleeping ``backoff * 2**i`` seconds, capped at 8 s):
 connection refused/reset, timeouts, HTTP 5xx, 408 and 429. Not retried: DNS failures,
@@ -28,6 +28,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from spectune.base.limits import (
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_SECONDS,
+    DEFAULT_TOKEN_ENV,
+    MAX_METRICS_BYTES,
+    MAX_PROBE_BYTES,
+)
+from spectune.base.redact import protect, redact_url, scrub, server_text
 from spectune.documents.exposition import Exposition, parse_exposition
 from spectune.documents.inputs import input_file_problem, parse_json
 from spectune.errors import (
@@ -40,14 +48,6 @@ from spectune.errors import (
     TimeoutFault,
     TLSFault,
 )
-from spectune.limits import (
-    DEFAULT_RETRIES,
-    DEFAULT_TIMEOUT_SECONDS,
-    DEFAULT_TOKEN_ENV,
-    MAX_METRICS_BYTES,
-    MAX_PROBE_BYTES,
-)
-from spectune.redact import protect, redact_url, scrub, server_text
 
 MAX_BODY_BYTES = MAX_METRICS_BYTES
 MAX_BACKOFF_SECONDS = 8.0
@@ -419,7 +419,7 @@ class Scraper:
 
     def get_json(self, path: str) -> Any:
         """Best-effort GET of another path on the same server (``/version``): at most
-        :data:`~spectune.limits.MAX_PROBE_BYTES` within min(--timeout, 3 s), whole request
+        :data:`~spectune.base.limits.MAX_PROBE_BYTES` within min(--timeout, 3 s), whole request
         included; None on any failure."""
         import requests
 

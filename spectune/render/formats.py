@@ -89,9 +89,9 @@ def to_yaml(doc: Document) -> str:
 def render(doc: Document, fmt: str, *, variant: str = "") -> str:
     """Text of ``doc`` in ``fmt`` (one of :data:`FORMATS`); ``variant`` picks another human
     table where the kind has one (else the default table). Once a network client ran, every
-    string passes :func:`spectune.redact.gate_doc` first (no credential printed);
+    string passes :func:`spectune.base.redact.gate_doc` first (no credential printed);
     every network client loads that module, other commands do not pay for it."""
-    redact = sys.modules.get("spectune.redact")
+    redact = sys.modules.get("spectune.base.redact")
     if redact is not None:
         doc = redact.gate_doc(doc)
     if fmt == "json":

@@ -321,7 +321,7 @@ def _spans(values: Sequence[int]) -> str:
 def _outside(steps: str, ok: Sequence[int]) -> str:
     """A PromQL filter of ``steps`` outside the draft lengths ``ok`` (each K as K +- 0.5);
     past the largest length evaluated, only when that one is already outside."""
-    from spectune.limits import MAX_GAMMA
+    from spectune.base.limits import MAX_GAMMA
 
     runs = _runs(ok)
     parts = []

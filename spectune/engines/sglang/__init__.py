@@ -8,6 +8,9 @@ This face carries the names of the :class:`~spectune.engines.registry.Engine` pr
 few others callers use); the modules inside the package import one another by module path.
 """
 
+from spectune.base.limits import (
+    DEFAULT_ADAPTIVE_CONFIG,  # spectune's own default; the CLI reads it without the engines
+)
 from spectune.engines.sglang.config import (
     CONFIG_FORM,
     LAUNCHES,
@@ -38,9 +41,6 @@ from spectune.engines.sglang.metrics import (
     recording_rules,
 )
 from spectune.engines.sglang.settings import METHODS, SNIPPET_KINDS, launch_command, reference, snippet
-from spectune.limits import (
-    DEFAULT_ADAPTIVE_CONFIG,  # spectune's own default; the CLI reads it without the engines
-)
 
 __all__ = [
     "CONFIG_FORM",

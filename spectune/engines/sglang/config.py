@@ -43,6 +43,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from spectune.base.limits import MAX_BATCH, MAX_GPUS
 from spectune.core.cost.comm import AG_RS, DEEPEP_LL
 from spectune.core.deployment import Deployment
 from spectune.core.plan import (
@@ -66,7 +67,6 @@ from spectune.engines.sglang.defaults import BUILTIN_ADAPTIVE_CANDIDATES, SPEC_D
 from spectune.errors import (
     InputError,
 )
-from spectune.limits import MAX_BATCH, MAX_GPUS
 
 # --------------------------------------------------------------------------- expert-parallel exchange
 #: ``--moe-a2a-backend`` and ``--deepep-mode`` choices (sglang 0.5.23 arg_groups/fields/exec_.py)

@@ -1,6 +1,6 @@
 """SGLang's name, where it tells its version, and the defaults spectune relies on: its built-in
 adaptive config, the running-request cap with speculation, the launch line. (The file spectune
-writes the adaptive config to is spectune's own default, :data:`spectune.limits.DEFAULT_ADAPTIVE_CONFIG`:
+writes the adaptive config to is spectune's own default, :data:`spectune.base.limits.DEFAULT_ADAPTIVE_CONFIG`:
 the command line reads it without loading the engines.)
 """
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import spectune.documents.exposition as _exposition
+from spectune.base.limits import MAX_GAMMA
 from spectune.core.acceptance import Acceptance
 from spectune.documents.exposition import Exposition, Series
 from spectune.documents.observation import (
@@ -50,7 +51,6 @@ from spectune.errors import (
     ObserveUsageError,
     SpeculationNotEnabled,
 )
-from spectune.limits import MAX_GAMMA
 
 # --------------------------------------------------------------------------- metrics
 PREFIX = "sglang:"

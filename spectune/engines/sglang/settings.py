@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spectune.base.limits import DEFAULT_ADAPTIVE_CONFIG
 from spectune.core.plan import (
     Plan,
     describe,
@@ -27,7 +28,6 @@ from spectune.engines.sglang.defaults import LAUNCH, NAME, SPEC_DEFAULT_MAX_RUNN
 from spectune.errors import (
     InputError,
 )
-from spectune.limits import DEFAULT_ADAPTIVE_CONFIG
 
 # What `spectune emit PROFILE KIND` writes for SGLang: kind -> what it is (the emit command's help).
 SNIPPET_KINDS: dict[str, str] = {

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from spectune.base.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
 from spectune.core.deployment import Deployment
 from spectune.documents.inputs import short, yaml_documents
 from spectune.engines.manifests import child, line_of
@@ -41,7 +42,6 @@ from spectune.engines.options import (
     whole_number,
 )
 from spectune.errors import InputError
-from spectune.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
 
 LAUNCHES = ("trtllm-serve MODEL", "python -m tensorrt_llm.commands.serve MODEL")
 CONFIG_FORM = "trtllm-config-file"

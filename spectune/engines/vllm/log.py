@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from spectune.base.limits import MAX_POSITIONS
 from spectune.documents.observation import (
     AcceptanceInfo,
     EngineInfo,
@@ -47,7 +48,6 @@ from spectune.documents.observation import (
 )
 from spectune.engines.vllm.releases import NAME
 from spectune.errors import NoSpeculativeTraffic, ObserveUsageError
-from spectune.limits import MAX_POSITIONS
 
 # `SpecDecoding metrics` log lines (vllm/v1/spec_decode/metrics.py)
 LOG_MARKER = "SpecDecoding metrics:"

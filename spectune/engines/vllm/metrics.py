@@ -43,6 +43,8 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import spectune.documents.exposition as _exposition
+from spectune.base.limits import MAX_POSITIONS
+from spectune.base.redact import clip
 from spectune.documents.exposition import Exposition, Series
 from spectune.documents.window import (
     HistogramDelta,
@@ -52,8 +54,6 @@ from spectune.documents.window import (
 )
 from spectune.engines.promql import running_per_instance, select
 from spectune.errors import BadBodyFault, SpeculationNotEnabled
-from spectune.limits import MAX_POSITIONS
-from spectune.redact import clip
 
 # --------------------------------------------------------------------------- metrics
 PREFIX = "vllm:"

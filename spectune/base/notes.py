@@ -42,6 +42,6 @@ def warning(text: str) -> None:
 
 def _gate(text: str) -> str:
     """``text`` through the secrets gate once a network client has run (it loads
-    spectune.redact); commands that never touch the network do not import it."""
-    redact = sys.modules.get("spectune.redact")
+    spectune.base.redact); commands that never touch the network do not import it."""
+    redact = sys.modules.get("spectune.base.redact")
     return redact.gate(text) if redact is not None else text

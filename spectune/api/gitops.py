@@ -61,9 +61,9 @@ def check_directory(folder: str, profile_map: str, tolerance: float,
                     warn: Callable[[str], None]) -> tuple[Document, int]:
     """Each mapped manifest checked against its profile: a ``CheckSet`` document and the exit
     code (1 when any manifest fails the gate)."""
+    from spectune.api.gate import check
     from spectune.documents.profiles import load_deployment
     from spectune.engines.serving_config import read_serving_config
-    from spectune.gate import check
 
     reports: list[Document] = []
     code: int = EXIT_OK

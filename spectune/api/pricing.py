@@ -163,8 +163,8 @@ def pass_lengths(target: Target, prompt_tokens: float | None,
     """The request lengths ``spectune cost`` prices a prefill share for: the options', else an
     aggregated profile's (none for a decode-only worker or without lengths: one pass, as
     before); a note says so when a prefill share is priced."""
+    from spectune.base.notes import notes
     from spectune.core.lengths import lengths_notes, with_lengths
-    from spectune.notes import notes
 
     dep = target.deployment
     base = dep if dep is not None else Deployment("cost", target.gpu, target.model, Drafter("ngram", "none"),

@@ -9,7 +9,7 @@ unknown) and context lengths S:
 
 where g_b is the draft length at batch b: the recommended one (:func:`spectune.core.plan.
 per_batch_gamma`: gamma* of each batch size, what a schedule sets) or the configured one
-(read from the serving config by :mod:`spectune.gate`: its schedule or its static gamma; 0
+(read from the serving config by :mod:`spectune.api.gate`: its schedule or its static gamma; 0
 when speculation is off). The predicted gain of the recommendation over the configuration
 is Sp_mix(recommended) / Sp_mix(current) - 1 (a throughput ratio: both are relative to the
 same plain decode).
