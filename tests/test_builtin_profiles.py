@@ -110,6 +110,7 @@ def test_rows_from_sglang_before_spec_v2_are_priced_on_it() -> None:
     releases where SGLANG_ENABLE_SPEC_V2 was off by default) keep the v1 cycle."""
     import yaml
 
-    rows = yaml.safe_load((Path(__file__).resolve().parents[1] / "docs" / "published-speedups.yaml").read_text())
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    rows = yaml.safe_load((docs / "published-speedups.yaml").read_text())
     v1 = [r for r in rows if r["source"].startswith(("EAGLE-3 paper Table 3", "SpecForge issue 339"))]
     assert len(v1) == 20 and {r["engine"] for r in v1} == {"sglang-spec-v1"}
