@@ -114,3 +114,17 @@ def test_rows_from_sglang_before_spec_v2_are_priced_on_it() -> None:
     rows = yaml.safe_load((docs / "published-speedups.yaml").read_text())
     v1 = [r for r in rows if r["source"].startswith(("EAGLE-3 paper Table 3", "SpecForge issue 339"))]
     assert len(v1) == 20 and {r["engine"] for r in v1} == {"sglang-spec-v1"}
+
+
+def test_report_sources_follow_an_engines_base() -> None:
+    """The report's sources for a deployment on an engine built on another show both files:
+    the base holds every constant but the override, and the source list."""
+    from dataclasses import replace
+
+    from spectune.documents.profiles import builtin_sources
+
+    dep = load_deployment("llama-3.1-8b-h100-eagle2-sglang")
+    titles = [t for t, _ in builtin_sources(replace(dep, engine=load_engine("sglang-spec-v1")))]
+    assert [t.split(" (")[0] for t in titles if t.startswith("engine")] == [
+        "engine profile sglang-spec-v1", "engine profile sglang"]
+    assert sum(t.startswith("engine") for t, _ in builtin_sources(dep)) == 1

@@ -307,6 +307,21 @@ def test_init_from_flags_and_from_a_server(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "unknown model" in bad.stderr
 
 
+def test_init_from_an_sglang_server_prices_its_release(tmp_path: Path) -> None:
+    """An SGLang older than the `sglang` profile's release (overlap speculation by default from
+    0.5.11) gets `sglang-spec-v1`, whose speculative cycle exposes its host work; a current one
+    gets `sglang`."""
+    shutil.copy(DATA / "Llama-3.1-8B.json", tmp_path / "config.json")
+    models = json.dumps({"data": [{"id": "my-llama", "root": str(tmp_path), "owned_by": "sglang"}]})
+    for version, engine in (("0.5.6.post2", "sglang-spec-v1"), ("0.5.23", "sglang"), ("0.5.11", "sglang")):
+        paths = {"/v1/models": Reply(200, models, "application/json"),
+                 "/get_server_info": Reply(200, json.dumps({"version": version}), "application/json")}
+        with MetricsServer(lambda n: Reply(404), paths=paths) as srv:
+            res = CliRunner().invoke(cli, ["init", "--gpu", "h100-sxm", "--from-server", srv.url])
+        assert res.exit_code == 0, res.output
+        assert yaml.safe_load(res.stdout)["engine"] == engine, (version, res.stdout)
+
+
 def test_init_from_a_server_bounds_what_it_reads(tmp_path: Path) -> None:
     """A server answering /v1/models with more than a MiB is refused in one line (exit 2),
     as every other body spectune reads is bounded; a /version too large is no version."""

@@ -415,8 +415,7 @@ def test_per_batch_gamma_prefers_off_to_slowing_a_context() -> None:
     from spectune.documents.profiles import load_deployment
 
     # uniform routing (the coupon collector): every verified token drags in fresh experts, so
-    # batch 2 slows its short contexts and gains at its long one (with Qwen3's measured
-    # co-activation, the model's default, it gains a little everywhere)
+    # batch 2 slows its short contexts and gains at its long one, a row with both kinds
     dep = load_deployment(str(EXAMPLES / "qwen3-30b-a3b-h100-eagle3.yaml"))
     rec = recommend(replace(dep, model=replace(dep.model, routing=UNIFORM)))
     per = dict(per_batch_gamma(rec))

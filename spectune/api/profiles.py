@@ -128,7 +128,7 @@ def init_profile(*, gpu: str | None, model: str | None, drafter: str = "ngram", 
     (``spectune init``). ``server_url``: a running vLLM / SGLang server gives the model (its
     local config.json) and the engine. Batch sizes default to 1, 8, 64 (CPU: 1, 4, 16),
     context lengths to 2048 tokens (CPU: 256); ``dtypes`` are ``KEY=DTYPE`` strings."""
-    from spectune.api.starter import profile_text, server_info
+    from spectune.api.starter import engine_profile, profile_text, server_info
     from spectune.documents.user_model import parse_dtypes
     from spectune.errors import InputError
 
@@ -142,7 +142,7 @@ def init_profile(*, gpu: str | None, model: str | None, drafter: str = "ngram", 
         raise InputError("give --gpu and --model (or --from-server URL for the model)")
     cpu = gpu.lower() in ("cpu", "x86-cpu", "vllm-cpu")
     return profile_text(gpu=gpu, model=model, drafter=drafter,
-                        engine=engine or (info.engine if info else "vllm"), tp=tp, ep=ep, dp=dp,
+                        engine=engine or (engine_profile(info) if info else "vllm"), tp=tp, ep=ep, dp=dp,
                         batches=tuple(batch_sizes) or ((1, 4, 16) if cpu else (1, 8, 64)),
                         contexts=tuple(context_lengths) or ((256,) if cpu else (2048,)), name=name,
                         server=info, dtypes=parse_dtypes(tuple(dtypes)))

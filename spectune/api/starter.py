@@ -107,6 +107,29 @@ def server_info(url: str, timeout: float = 10.0) -> ServerInfo:
     return ServerInfo(engine, version, str(m["id"]), local)
 
 
+#: A family's built-in engine prices its current releases (from the profile's ``version``); an
+#: older server gets the built-in that prices those: SGLang before overlap speculation became its
+#: default (profiles/engines/sglang.yaml, sglang-spec-v1.yaml).
+OLDER_RELEASES = {"sglang": "sglang-spec-v1"}
+
+
+def engine_profile(server: ServerInfo) -> str:
+    """The built-in engine profile for a running ``server``: its family's, or the one in
+    :data:`OLDER_RELEASES` when the server's version predates the family profile's (an unknown
+    or unreadable version is taken as current)."""
+    older = OLDER_RELEASES.get(server.engine)
+    if older is None or not server.version:
+        return server.engine
+    from spectune.documents.profiles import load_engine
+    from spectune.engines.engine_version import release
+
+    try:
+        before = release(server.version) < release(load_engine(server.engine).version)
+    except ValueError:
+        return server.engine
+    return older if before else server.engine
+
+
 def profile_text(*, gpu: str, model: str, drafter: str, engine: str, tp: int, ep: int, dp: int,
                  batches: tuple[int, ...], contexts: tuple[int, ...], name: str | None = None,
                  server: ServerInfo | None = None, dtypes: dict[str, str] | None = None) -> str:

@@ -458,10 +458,14 @@ def builtin_sources(dep: Deployment) -> list[tuple[str, str]]:
               ("engines", dep.engine.name))
     out = []
     for kind, name in wanted:
-        try:
-            f = builtin_path(kind, name)
-        except InputError:
-            continue
-        out.append((f"{kind[:-1]} profile {f.stem} (spectune profiles show {f.stem})",
-                    f.read_text(encoding="utf-8")))
+        seen: set[str] = set()
+        while name and name not in seen:  # an engine built on another (base:) shows that one too
+            seen.add(name)
+            try:
+                f = builtin_path(kind, name)
+            except InputError:
+                break
+            out.append((f"{kind[:-1]} profile {f.stem} (spectune profiles show {f.stem})",
+                        f.read_text(encoding="utf-8")))
+            name = str(_read_builtin(kind, name, None, ())[2].get("base") or "") if kind == "engines" else ""
     return out
