@@ -183,3 +183,17 @@ def test_explicit_uniform_routing_leaves_recommend_byte_identical(tmp_path: Path
     assert outs[0] == outs[1]
     p = _write(tmp_path, acceptance={"alpha": 0.8}, routing={"coactivation": 0.5})
     assert runner.invoke(cli, ["recommend", p, "-o", "json"]).stdout != outs[0]
+
+
+def test_recommend_says_which_routing_priced_the_verify() -> None:
+    """A measured co-activation default moves every MoE verify's price: the recommendation
+    says which routing and whose measurement; uniform routing and dense models say nothing."""
+    from spectune.core.recommend import recommend
+
+    dep = load_deployment("qwen3-30b-a3b-h100-eagle3")
+    said = [n for n in recommend(dep).notes if n.startswith("MoE routing:")]
+    assert len(said) == 1 and "F = 0.47" in said[0] and "2505.16056" in said[0]
+    uniform = replace(dep, model=replace(dep.model, routing=UNIFORM))
+    assert not [n for n in recommend(uniform).notes if n.startswith("MoE routing:")]
+    assert not [n for n in recommend(load_deployment("llama-3.1-70b-h100-eagle3")).notes
+                if n.startswith("MoE routing:")]

@@ -73,6 +73,11 @@ def recommend(dep: Deployment) -> Recommendation:
         if grid is not free else None
     if queue:
         notes.append(queue)
+    if dep.model.is_moe and not dep.model.routing.uniform and (gamma_star > 0).any():
+        # the verify's expert reads rest on it: say which routing priced them, and its source
+        notes.append(f"MoE routing: {dep.model.routing.describe()} (a verify's positions of one sequence "
+                     "share experts, so it reads fewer than as many unrelated tokens; `routing: uniform` "
+                     "in the profile prices them as independent)")
     if dep.engine.provisional:  # unmeasured engine constants: the numbers claim no more than that
         notes.append(f"engine {dep.engine.name}: provisional constants ({dep.engine.provisional}); "
                      "the predicted speedups are not validated beyond that")
