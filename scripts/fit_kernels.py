@@ -28,8 +28,10 @@ Curves (spectune/core/cost/kernels.py), each fitted by least squares on log(time
   attn   t = c + KV bytes / (e_b * BW * P / (P + p_half)), P = batch x KV heads (GQA, fa3,
          bf16 cache) or batch (MLA, flash_attention, bf16 cache, tp 1-8); trtllm: its attention
          backend (torch_flow GQA with <= 16 query heads per KV head, default MLA), same filters
-  mxfp4  the moe curve with c, c_e and the GEMM curve fixed from the fits above, one constant
-         left: e_b of MXFP4 (W4A16, 4.25 bits a weight) experts, moe_mxfp4_bandwidth_fraction.
+  mxfp4  the moe curve with c_e and the GEMM curve fixed from the fits above, two constants
+         left: the MXFP4 kernel's own fixed cost per MoE layer (moe_mxfp4_call_us: it runs its
+         own routing and gather/scatter launches) and e_b of MXFP4 (W4A16, 4.25 bits a weight)
+         experts, moe_mxfp4_bandwidth_fraction.
          Rows: the MXFP4 MoE kernel the stacks run for gpt-oss, balanced, ep 1, N <= 512 (MXFP4_ROWS);
          fitted on the gpt-oss-20b shape (32 experts), held out: the gpt-oss-120b shape (128)
 
@@ -289,20 +291,21 @@ def fit_moe_mxfp4(data: Path, gpu: str, gemm: dict, moe: dict) -> Fit:
     t = np.array([r["latency"] for r in rows]) * 1e-3
     A = np.minimum(N * k, E)
     byts = A * P * 4.25 / 8  # MXFP4: 4 bits + an 8-bit scale per 32 (spectune.core.hardware)
-    fixed = (moe["moe_call_us"] + moe["moe_expert_us"] * A) * 1e-6
     comp = _moe_compute(2 * N * k * P, N * k / A, bf16, gemm)  # W4A16: bf16 tensor cores
 
-    def resid(p, m):
-        return np.log((fixed[m] + np.maximum(comp[m], byts[m] / (p[0] * bw))) / t[m])
+    def resid(p, m):  # p = (call us, bandwidth fraction)
+        fixed = (p[0] + moe["moe_expert_us"] * A[m]) * 1e-6
+        return np.log((fixed + np.maximum(comp[m], byts[m] / (p[1] * bw))) / t[m])
 
     fit_rows, held = E == 32, E == 128  # gpt-oss-20b shape fitted, gpt-oss-120b held out
-    f = _fit(lambda p: resid(p, fit_rows), [0.7], [0.05], [1.0],
-             lambda p: {"moe_mxfp4_bandwidth_fraction": p[0]}, N[fit_rows] <= DECODE_ROWS)
+    f = _fit(lambda p: resid(p, fit_rows), [25.0, 0.7], [0.0, 0.05], [200.0, 1.0],
+             lambda p: {"moe_mxfp4_call_us": p[0], "moe_mxfp4_bandwidth_fraction": p[1]},
+             N[fit_rows] <= DECODE_ROWS)
     held_err = float(np.median(np.abs(resid(f.p, held))))
-    before = float(np.median(np.abs(resid([moe["moe_bandwidth_fraction"]], held))))
+    bf16_like = float(np.median(np.abs(resid([moe["moe_call_us"], moe["moe_bandwidth_fraction"]], held))))
     print(f"  # mxfp4 ({source}): fitted on {f.count} gpt-oss-20b-shape rows (median |log| {f.err:.3f}); "
           f"held out {int(held.sum())} gpt-oss-120b-shape rows: median |log| {held_err:.3f} "
-          f"({before:.3f} at moe_bandwidth_fraction)")
+          f"({bf16_like:.3f} at moe_call_us and moe_bandwidth_fraction)")
     return f
 
 

@@ -26,6 +26,7 @@ from spectune.core.cost.kernels import (
     gemm_flops_fraction,
     kernel_price,
     moe_bandwidth_fraction,
+    moe_call_seconds,
     moe_flops_fraction,
 )
 from spectune.core.cost.moe import moe_price, moe_work, tokens_per_expert, touched_experts
@@ -141,13 +142,16 @@ def test_deepseek_v3_moe_verify_over_plain_falls_with_batch_as_mi300x_measures()
 
 def test_mxfp4_experts_held_out_rows() -> None:
     """gpt-oss-120b-shape MXFP4 MoE rows on H100 / H200 (vLLM's OpenAI triton kernel; the fit
-    saw only the gpt-oss-20b shape): within a median 14 % / 11 % (0.129 / 0.102 in log), where
-    streaming MXFP4 at the bf16 / fp8 kernel's fraction missed by 0.163 / 0.271."""
+    saw only the gpt-oss-20b shape): within a median 4 % / 6 % (0.041 / 0.059 in log), where
+    the bf16 / fp8 kernel's call cost and fraction missed by 0.163 / 0.271. The kernel's own
+    fixed cost matters most at decode sizes: at one token the fit prices 54 us of the 63 us
+    measured on H100, the bf16 kernel's constants 51 us."""
     rows = _rows("aic_hopper_mxfp4_moe.csv")
-    for gpu_key, gpu_name, bound in (("h100_sxm", "h100-sxm", 0.14), ("h200_sxm", "h200", 0.11)):
+    for gpu_key, gpu_name, bound in (("h100_sxm", "h100-sxm", 0.05), ("h200_sxm", "h200", 0.07)):
         gpu = load_gpu(gpu_name)
         k = gpu.kernels
         assert k is not None and 0 < k.moe_mxfp4_bandwidth_fraction < k.moe_bandwidth_fraction
+        assert moe_call_seconds(k, "mxfp4") > k.moe_call
         mine = [r for r in rows if r["gpu"] == gpu_key]
         N, k_, E, tp = (np.array([float(r[c]) for r in mine])
                         for c in ("num_tokens", "topk", "num_experts", "moe_tp_size"))
@@ -157,9 +161,10 @@ def test_mxfp4_experts_held_out_rows() -> None:
         zero = np.zeros_like(N)
         w = Work(2 * N * k_ * P, A * P * dtype_bytes("mxfp4"), zero, zero, "mxfp4")
         errs = {}
-        fractions = (("mxfp4", moe_bandwidth_fraction(k, "mxfp4")), ("as bf16", k.moe_bandwidth_fraction))
-        for label, frac in fractions:
-            c = kernel_price(w, gpu, k.moe_call + k.moe_expert * A, frac, moe_flops_fraction(k, N * k_ / A))
+        prices = (("mxfp4", moe_call_seconds(k, "mxfp4"), moe_bandwidth_fraction(k, "mxfp4")),
+                  ("as bf16", k.moe_call, k.moe_bandwidth_fraction))
+        for label, call, frac in prices:
+            c = kernel_price(w, gpu, call + k.moe_expert * A, frac, moe_flops_fraction(k, N * k_ / A))
             errs[label] = float(np.median(np.abs(np.log(c.seconds / meas))))
         assert errs["mxfp4"] < bound
         assert errs["mxfp4"] < errs["as bf16"] - 0.02

@@ -72,6 +72,9 @@ class Kernels:
     #: Share of peak bandwidth MXFP4 (W4A16) experts stream at, dequantised in the MoE kernel;
     #: 0 = as ``moe_bandwidth_fraction`` (no MXFP4 table measured for this GPU).
     moe_mxfp4_bandwidth_fraction: float = 0.0
+    #: Fixed cost of one MXFP4 MoE layer's kernel (seconds; it runs its own routing and
+    #: gather / scatter launches); 0 = as ``moe_call``.
+    moe_mxfp4_call: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,9 @@ from spectune.documents.hf_config import DTYPE_KEYS
 KERNEL_KEYS = tuple(f.name + ("_us" if f.name.endswith(("_call", "_expert")) else "")
                     for f in fields(Kernels) if f.name != "source")
 #: Of those, the keys a fit may leave out (their dataclass default stands).
-KERNEL_OPTIONAL = tuple(f.name for f in fields(Kernels) if f.name != "source" and f.default is not MISSING)
+_KERNEL_FIELDS = tuple(f for f in fields(Kernels) if f.name != "source")
+KERNEL_OPTIONAL = tuple(k for k, f in zip(KERNEL_KEYS, _KERNEL_FIELDS, strict=True)
+                        if f.default is not MISSING)
 PEAK_KEYS = ("bf16", "fp16", "fp8", "fp4", "int8", "fp6", "bf16_fp16acc")
 MODEL_DRAFTERS = ("draft_model", "eagle", "eagle3", "mtp")
 DRAFT_MODEL = ("hf_config", "config", "model")  # what gives a drafter its model
@@ -104,6 +106,8 @@ FRACTIONS = Obj((_opt("bandwidth_fraction", _num(FRACTION, "achievable share of 
 
 
 def _kernel(key: str) -> Field:
+    if key in KERNEL_OPTIONAL and key.endswith("_us"):
+        return _opt(key, Number(minimum=0.0, description="fitted kernel constant, microseconds"))
     if key in KERNEL_OPTIONAL:
         return _opt(key, Number(maximum=1.0, positive=True, description="share of peak, (0, 1]"))
     if key.endswith("_fraction"):

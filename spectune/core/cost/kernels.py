@@ -99,14 +99,26 @@ def moe_flops_fraction(k: Kernels, tokens_per_expert: Array) -> Array:
     return gemm_flops_fraction(k, np.maximum(n, MOE_TILE_ROWS))
 
 
+def moe_call_seconds(k: Kernels, expert_dtype: str) -> float:
+    """Fixed cost of one MoE layer's kernel (seconds): ``moe_mxfp4_call`` for MXFP4 experts
+    where a table measured it (the OpenAI triton MXFP4 MoE that vLLM and SGLang run for gpt-oss
+    on Hopper launches its own routing, gather and scatter kernels: 32.5 us (H100) / 33.3 us
+    (H200) per layer against the bf16 / fp8 fused MoE's 25.4 / 26.8 us; fitted with
+    ``moe_mxfp4_bandwidth_fraction`` on aiconfigurator-core 0.12.0's vllm 0.24.0 moe tables,
+    scripts/fit_kernels.py), ``moe_call`` otherwise."""
+    if expert_dtype == "mxfp4" and k.moe_mxfp4_call > 0:
+        return k.moe_mxfp4_call
+    return k.moe_call
+
+
 def moe_bandwidth_fraction(k: Kernels, expert_dtype: str) -> float:
-    """Share of peak bandwidth the MoE kernel streams ``expert_dtype`` experts at: MXFP4 experts
-    at ``moe_mxfp4_bandwidth_fraction`` where a table measured it (the kernel dequantises each
-    4-bit block in its inner loop: on Hopper the OpenAI triton MXFP4 MoE that vLLM runs for
-    gpt-oss streams at 0.63 (H100) / 0.51 (H200) of peak where the bf16 / fp8 fused MoE streams
-    at 0.84 / 0.82; fitted on aiconfigurator-core 0.12.0's vllm 0.24.0 moe tables,
-    scripts/fit_kernels.py), every other format, and MXFP4 on a GPU without such a table, at
-    ``moe_bandwidth_fraction``."""
+    """Share of peak bandwidth the MoE kernel streams ``expert_dtype`` experts at: MXFP4 experts at
+    ``moe_mxfp4_bandwidth_fraction`` where a table measured it (the kernel dequantises each 4-bit
+    block in its inner loop: on Hopper the OpenAI triton MXFP4 MoE that vLLM runs for gpt-oss
+    streams at 0.74 (H100) / 0.59 (H200) of peak where the bf16 / fp8 fused MoE streams at 0.84 /
+    0.82, after its own fixed cost (:func:`moe_call_seconds`); fitted on aiconfigurator-core
+    0.12.0's vllm 0.24.0 moe tables, scripts/fit_kernels.py), every other format, and MXFP4 on a GPU
+    without such a table, at ``moe_bandwidth_fraction``."""
     if expert_dtype == "mxfp4" and k.moe_mxfp4_bandwidth_fraction > 0:
         return k.moe_mxfp4_bandwidth_fraction
     return k.moe_bandwidth_fraction

@@ -15,7 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectune.core.cost.kernels import kernel_price, moe_bandwidth_fraction, moe_flops_fraction
+from spectune.core.cost.kernels import (
+    kernel_price,
+    moe_bandwidth_fraction,
+    moe_call_seconds,
+    moe_flops_fraction,
+)
 from spectune.core.cost.roofline import Array, Component, Work
 from spectune.core.cost.routing import distinct_experts_bt
 from spectune.core.deployment import Parallelism
@@ -109,17 +114,18 @@ def moe_price(moe: MoE, hidden: int, expert_dtype: str, act_dtype: str, par: Par
               shared_calls: float = 0.0) -> tuple[Work, Component]:
     """Work and kernel-true price of one MoE layer on one GPU (:mod:`spectune.core.cost.kernels`):
 
-        t = t_call + t_expert * D + shared_calls + max(FLOPs / (e_c(R) * peak),
+        t = t_call(dtype) + t_expert * D + shared_calls + max(FLOPs / (e_c(R) * peak),
                                                       bytes / (e_b(dtype) * BW)),
 
-    one grouped-GEMM call, a tile pass per distinct expert touched (D), ``shared_calls``
-    seconds of launches for the shared experts' GEMMs; compute at the GEMM curve of the rows an
-    expert runs, at least one M tile (R = max(n, tile),
+    one grouped-GEMM call (its fixed cost by expert format,
+    :func:`~spectune.core.cost.kernels.moe_call_seconds`), a tile pass per distinct expert touched
+    (D), ``shared_calls`` seconds of launches for the shared experts' GEMMs; compute at the GEMM
+    curve of the rows an expert runs, at least one M tile (R = max(n, tile),
     :func:`~spectune.core.cost.kernels.moe_flops_fraction`); weights at the expert format's
     streaming efficiency (:func:`~spectune.core.cost.kernels.moe_bandwidth_fraction`)."""
     w = moe_work(moe, hidden, expert_dtype, act_dtype, par, B, T, routing)
     touched = touched_experts(moe, par, B, T, routing)
-    launch = kernels.moe_call + kernels.moe_expert * touched + shared_calls
+    launch = moe_call_seconds(kernels, expert_dtype) + kernels.moe_expert * touched + shared_calls
     c = kernel_price(w, gpu, launch, moe_bandwidth_fraction(kernels, expert_dtype),
                      moe_flops_fraction(kernels, tokens_per_expert(moe, par, B, T, touched)))
     return w, c
