@@ -11,6 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner
+
+from spectune.cli.main import cli
 from spectune.observe.scrape import Clock
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -254,3 +257,40 @@ def self_signed(folder: Path) -> tuple[str, str] | None:
            "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]
     done = subprocess.run(cmd, capture_output=True, timeout=60, check=False)
     return (str(cert), str(key)) if done.returncode == 0 else None
+
+
+# --- helpers of the observe fault tests (test_observe_faults.py, test_observe_tokens.py)
+def fast() -> dict[str, Any]:
+    """A 0.6 s window, a scrape each 0.2 s, on a fake clock: it takes no real time."""
+    return {"window": 0.6, "interval": 0.2, "backoff": 0.02, "ask_version": False,
+            "clock": FakeClock().clock()}
+
+
+CLI_FAST = ["--window", "0.6", "--interval", "0.2", "-q"]
+
+
+def ok(*engines: Engine, **kw: object) -> Reply:
+    return Reply(200, vllm_text(*engines, **kw))  # type: ignore[arg-type]
+
+
+def growing(step: int = 0) -> Engine:
+    """Cumulative counters after ``step`` scrapes: each step 10 drafts, 25 draft tokens,
+    15 accepted (8/5/2 per position), 3 requests running."""
+    return Engine(drafts=100 + 10 * step, draft_tokens=250 + 25 * step, accepted=150 + 15 * step,
+                  per_pos=(80 + 8 * step, 50 + 5 * step, 20 + 2 * step), running=3 if step % 2 else 2,
+                  prompt=(4 + step, 68 + 17 * step), generation=(4 + step, 256 + 64 * step),
+                  iteration=(100 + 7 * step, 300 + 21 * step), itl=(100 + 15 * step, 1.0 + 0.15 * step))
+
+
+def cli_run(args: list[str], env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(cli, ["observe", *args], env=env)
+
+
+def one_line_error(result, code: int) -> str:  # type: ignore[no-untyped-def]
+    assert result.exit_code == code, (result.exit_code, result.output)
+    err = result.stderr.strip().splitlines()
+    assert len(err) == 1, result.stderr
+    assert err[0].startswith("spectune: error: ")
+    assert "Traceback" not in result.output
+    assert result.stdout == ""
+    return err[0]
