@@ -34,6 +34,11 @@ Curves (spectune/core/cost/kernels.py), each fitted by least squares on log(time
          experts, moe_mxfp4_bandwidth_fraction.
          Rows: the MXFP4 MoE kernel the stacks run for gpt-oss, balanced, ep 1, N <= 512 (MXFP4_ROWS);
          fitted on the gpt-oss-20b shape (32 experts), held out: the gpt-oss-120b shape (128)
+  moe_fi the moe curve, its own three constants (moe_fi_call_us, moe_fi_expert_us,
+         moe_fi_bandwidth_fraction), on FlashInfer's TRT-LLM-gen fused MoE, the kernel SGLang and vLLM
+         run on Blackwell (FI_ROWS): SGLang's rows of it fitted, every dtype it measures (bf16,
+         fp8 block, nvfp4, MXFP4), rows whose implied rate exceeds the HBM peak dropped; held out:
+         vLLM's rows of the same kernel family (vllm 0.24.0, kernel_source *flashinfer_trtllm*)
 
 --aiter: ROCm aiter's tuned fused-MoE tables (aiter/configs/model_configs/*tuned_fmoe*.csv, MIT;
 measured per-kernel times on MI300X, cu_num 304) priced by spectune's MoE curve with MI300X's
@@ -271,6 +276,20 @@ MXFP4_ROWS = {
     "h200_sxm": ("vllm", "0.24.0", "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic"),
 }
 MOE_TILE_ROWS = 32.0  # spectune.core.cost.kernels.MOE_TILE_ROWS
+#: FlashInfer's TRT-LLM-gen fused MoE, which the engines run on Blackwell by default: SGLang
+#: (python/sglang/srt/server_args: flashinfer_trtllm for DeepSeek fp8 / fp4 on sm100 since
+#: sgl-project/sglang#11816, 2025-10; for Qwen fp8 / bf16 / fp4; flashinfer_mxfp4 for gpt-oss)
+#: and vLLM (vllm/model_executor/layers/fused_moe/oracle/fp8.py: FLASHINFER_TRTLLM first in the
+#: priority list outside Hopper block-fp8). (fitted table, held-out table).
+FI_ROWS = {
+    "b200_sxm": (("sglang", "0.5.14", lambda r: r["kernel_source"] == "sglang_flashinfer_trtllm_moe"),
+                 ("vllm", "0.24.0", lambda r: "flashinfer_trtllm" in r["kernel_source"])),
+}
+#: Bytes a weight of each MoE table dtype takes (spectune.core.hardware.DTYPE_BYTES) and the
+#: tensor-core peak (index into PEAK's bf16 / fp8; nvfp4 W4A4 at twice fp8) its FLOPs run at.
+FI_DTYPES = {"bfloat16": (2.0, 1, 1.0), "fp8_block": (1.0, 2, 1.0), "fp8": (1.0, 2, 1.0),
+             "nvfp4": (4.5 / 8, 2, 2.0), "w4a16_mxfp4": (4.25 / 8, 1, 1.0),
+             "w4a8_mxfp4_mxfp8": (4.25 / 8, 2, 1.0)}
 
 
 def _moe_compute(flops, per_expert, peak, gemm, tile=True):
@@ -306,6 +325,44 @@ def fit_moe_mxfp4(data: Path, gpu: str, gemm: dict, moe: dict) -> Fit:
     print(f"  # mxfp4 ({source}): fitted on {f.count} gpt-oss-20b-shape rows (median |log| {f.err:.3f}); "
           f"held out {int(held.sum())} gpt-oss-120b-shape rows: median |log| {held_err:.3f} "
           f"({bf16_like:.3f} at moe_call_us and moe_bandwidth_fraction)")
+    return f
+
+
+def _fi_rows(path: Path, keep, gpu: str) -> dict[str, np.ndarray]:
+    """Balanced, ep 1, N <= 512 rows of one FlashInfer MoE table as arrays (dropping rows whose
+    implied rate exceeds the HBM peak: weights resident in L2, as :func:`fit_moe` does)."""
+    peaks = PEAK[gpu]
+    rows = [r for r in _rows(path) if keep(r) and r["distribution"] == "balanced" and r["moe_ep_size"] == 1
+            and r["num_tokens"] <= 512 and r["moe_dtype"] in FI_DTYPES]
+    d = {c: np.array([r[c] for r in rows], float) for c in ("num_tokens", "topk", "num_experts")}
+    P = np.array([3 * r["hidden_size"] * r["inter_size"] / r["moe_tp_size"] for r in rows], float)
+    per = np.array([FI_DTYPES[r["moe_dtype"]][0] for r in rows])
+    peak = np.array([peaks[FI_DTYPES[r["moe_dtype"]][1]] * FI_DTYPES[r["moe_dtype"]][2] for r in rows])
+    t = np.array([r["latency"] for r in rows]) * 1e-3
+    A = np.minimum(d["num_tokens"] * d["topk"], d["num_experts"])
+    out = {"N": d["num_tokens"], "k": d["topk"], "A": A, "P": P, "byts": A * P * per, "peak": peak, "t": t}
+    keep_l2 = out["byts"] / t < peaks[0]
+    return {key: v[keep_l2] for key, v in out.items()}
+
+
+def fit_moe_fi(data: Path, gpu: str, gemm: dict, moe: dict) -> Fit:
+    bw = PEAK[gpu][0]
+    (fw, ver, keep), (hw, hver, hkeep) = FI_ROWS[gpu]
+    fit_d = _fi_rows(data / gpu / "moe" / fw / ver / "moe_perf.parquet", keep, gpu)
+    held = _fi_rows(data / gpu / "moe" / hw / hver / "moe_perf.parquet", hkeep, gpu)
+
+    def resid(p, d):  # p = (call us, expert us, bandwidth fraction)
+        comp = _moe_compute(2 * d["N"] * d["k"] * d["P"], d["N"] * d["k"] / d["A"], d["peak"], gemm)
+        return np.log(((p[0] + p[1] * d["A"]) * 1e-6 + np.maximum(comp, d["byts"] / (p[2] * bw))) / d["t"])
+
+    f = _fit(lambda p: resid(p, fit_d), [15.0, 0.2, 0.8], [0.0, 0.0, 0.05], [200.0, 20.0, 1.0],
+             lambda p: {"moe_fi_call_us": p[0], "moe_fi_expert_us": p[1], "moe_fi_bandwidth_fraction": p[2]},
+             fit_d["N"] <= DECODE_ROWS)
+    fused = [moe["moe_call_us"], moe["moe_expert_us"], moe["moe_bandwidth_fraction"]]
+    print(f"  # moe_fi ({fw} {ver}): fitted on {f.count} rows (median |log| {f.err:.3f}); held out "
+          f"{len(held['t'])} {hw} {hver} rows of the same kernel family: median |log| "
+          f"{float(np.median(np.abs(resid(f.p, held)))):.3f} (at the fused-MoE constants "
+          f"{float(np.median(np.abs(resid(fused, held)))):.3f})")
     return f
 
 
@@ -395,6 +452,8 @@ def fit_all(data: Path, gpu: str, engine: str = "sglang") -> dict[str, Fit]:
             if rows_of(gpu, engine, fit.__name__[4:]) is not None}
     if engine == "sglang" and gpu in MXFP4_ROWS:
         fits["moe_mxfp4"] = fit_moe_mxfp4(data, gpu, fits["gemm"].consts, fits["moe"].consts)
+    if engine == "sglang" and gpu in FI_ROWS:
+        fits["moe_fi"] = fit_moe_fi(data, gpu, fits["gemm"].consts, fits["moe"].consts)
     return fits
 
 

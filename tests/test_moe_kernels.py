@@ -7,6 +7,9 @@ Data (tests/data/README.md says where each file comes from; none was fitted on):
 - ``aic_hopper_mxfp4_moe.csv``: aiconfigurator-core 0.12.0, vLLM 0.24.0, the OpenAI triton MXFP4
   MoE on H100/H200, gpt-oss-120b shape (128 experts): the held-out half of the MXFP4 fit
   (scripts/fit_kernels.py fits on the gpt-oss-20b shape).
+- ``aic_b200_flashinfer_moe.csv``: aiconfigurator-core 0.12.0, vLLM 0.24.0, FlashInfer's TRT-LLM-gen
+  fused MoE on B200 (what vLLM and SGLang run there): the held-out side of the ``moe_fi`` fit
+  (scripts/fit_kernels.py fits SGLang's rows of the same kernel family).
 - ``aic_h100_flashmla_heads.csv``: aiconfigurator-core 0.12.0 SGLang FlashMLA decode on H100 at
   16 and 64 query heads per GPU.
 """
@@ -14,6 +17,7 @@ Data (tests/data/README.md says where each file comes from; none was fitted on):
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +27,7 @@ from spectune.core.cost import step_cost
 from spectune.core.cost.kernels import (
     MOE_TILE_ROWS,
     default_kernels,
+    engine_kernels,
     gemm_flops_fraction,
     kernel_price,
     moe_bandwidth_fraction,
@@ -31,10 +36,10 @@ from spectune.core.cost.kernels import (
 )
 from spectune.core.cost.moe import moe_price, moe_work, tokens_per_expert, touched_experts
 from spectune.core.cost.roofline import Work
-from spectune.core.deployment import Parallelism
+from spectune.core.deployment import MOE_KERNELS, Parallelism
 from spectune.core.hardware import dtype_bytes
 from spectune.core.model import UNIFORM, MoE
-from spectune.documents.profiles import load_gpu, load_model
+from spectune.documents.profiles import load_engine, load_gpu, load_model
 
 DATA = Path(__file__).parent / "data"
 
@@ -168,6 +173,58 @@ def test_mxfp4_experts_held_out_rows() -> None:
             errs[label] = float(np.median(np.abs(np.log(c.seconds / meas))))
         assert errs["mxfp4"] < bound
         assert errs["mxfp4"] < errs["as bf16"] - 0.02
+
+
+def _b200_fi_errors() -> dict[str, float]:
+    """Median |log(model / measured)| of vLLM's FlashInfer MoE rows on B200 priced with the
+    kernels an engine running each family sees."""
+    gpu = load_gpu("b200")
+    assert gpu.kernels is not None
+    rows = _rows("aic_b200_flashinfer_moe.csv")
+    N, k_, E, tp = (np.array([float(r[c]) for r in rows])
+                    for c in ("num_tokens", "topk", "num_experts", "moe_tp_size"))
+    P = 3 * np.array([float(r["hidden_size"]) * float(r["inter_size"]) for r in rows]) / tp
+    dtype = {"bfloat16": "bf16", "fp8_block": "fp8", "nvfp4": "nvfp4"}
+    per = np.array([dtype_bytes(dtype[r["moe_dtype"]]) for r in rows])
+    A = np.minimum(N * k_, E)
+    meas = np.array([float(r["latency_ms"]) for r in rows]) * 1e-3
+    zero = np.zeros_like(N)
+    errs = {}
+    for family in MOE_KERNELS:
+        k = engine_kernels(gpu.kernels, family)
+        w = Work(2 * N * k_ * P, A * P * per, zero, zero, "fp8")
+        c = kernel_price(w, gpu, moe_call_seconds(k, "fp8") + k.moe_expert * A, k.moe_bandwidth_fraction,
+                         moe_flops_fraction(k, N * k_ / A))
+        errs[family] = float(np.median(np.abs(np.log(c.seconds / meas))))
+    return errs
+
+
+def test_blackwell_engines_moe_kernel_is_priced_by_its_own_fit() -> None:
+    """vLLM's FlashInfer TRT-LLM-gen MoE rows on B200 (held out: the fit saw SGLang's rows of
+    that family): within a median 13 % (0.126 in log fitted at every token count; 0.12 at these
+    1 / 16 / 64-token rows) with the ``moe_fi_*`` constants an engine with ``moe_kernel:
+    flashinfer_trtllm`` gets, where the Triton fused-MoE constants price them 40 % slow."""
+    errs = _b200_fi_errors()
+    assert errs["flashinfer_trtllm"] < 0.15
+    assert errs["fused_moe"] > 0.3
+
+
+def test_the_moe_kernel_family_is_the_engines_and_only_where_a_table_fitted_it() -> None:
+    """An engine profile that says ``moe_kernel: flashinfer_trtllm`` gets B200's ``moe_fi_*``
+    MoE; Hopper, with no such table, keeps its own; the shipped engines price the fused MoE
+    until the per-layer work it stands in for is priced (profiles/engines/sglang.yaml)."""
+    b200, h100 = load_gpu("b200").kernels, load_gpu("h100-sxm").kernels
+    assert b200 is not None and h100 is not None
+    fi = engine_kernels(b200, "flashinfer_trtllm")
+    assert fi.moe_call == b200.moe_fi_call < b200.moe_call
+    assert engine_kernels(b200, "fused_moe") == b200
+    assert engine_kernels(h100, "flashinfer_trtllm") == h100  # no FlashInfer MoE table for Hopper
+    shipped = ("sglang", "vllm", "trtllm", "sglang-spec-v1")
+    assert {load_engine(n).moe_kernel for n in shipped} == {"fused_moe"}
+    model, sglang, gpu = load_model("deepseek-r1"), load_engine("sglang"), load_gpu("b200")
+    cost = {kind: float(step_cost(model, gpu, Parallelism(tp=8), replace(sglang, moe_kernel=kind),
+                                  32, 1, 2048).components["moe"].seconds) for kind in MOE_KERNELS}
+    assert cost["flashinfer_trtllm"] < 0.9 * cost["fused_moe"]
 
 
 def test_other_formats_and_unmeasured_gpus_keep_the_moe_fraction() -> None:

@@ -123,6 +123,10 @@ class Engine:
     #: the expert-parallel exchange around each MoE layer (:data:`EP_EXCHANGES`, priced in
     #: :mod:`spectune.core.cost.comm`); profiles/engines/*.yaml cite each engine's default
     ep_exchange: str = "deepep_low_latency"
+    #: the fused-MoE kernel family the engine runs (:data:`MOE_KERNELS`): ``flashinfer_trtllm``
+    #: prices MoE layers with the GPU's ``moe_fi_*`` constants where its profile has them
+    #: (Blackwell), :func:`spectune.core.cost.kernels.engine_kernels`
+    moe_kernel: str = "fused_moe"
     #: requests the engine runs at once while it speculates, unless the server is told
     #: otherwise (SGLang without ``--max-running-requests``: 48); 0 = no such cap. Above it
     #: the speculative arm runs that many and queues the rest (spectune.core.queueing).
@@ -165,6 +169,9 @@ class Engine:
 
 #: Expert-parallel exchanges spectune prices, as vLLM's ``--all2all-backend`` names them.
 EP_EXCHANGES = ("deepep_low_latency", "allgather_reducescatter")
+#: Fused-MoE kernel families an engine may run: the Triton / CUTLASS fused MoE the GPU's ``moe_*``
+#: constants were fitted on, or FlashInfer's TRT-LLM-gen MoE (``moe_fi_*``, Blackwell).
+MOE_KERNELS = ("fused_moe", "flashinfer_trtllm")
 
 #: An engine that adds nothing to the roofline (``--engine none``).
 NO_ENGINE = Engine("none", 0.0, 0.0, 0.0, 0.0)

@@ -75,6 +75,12 @@ class Kernels:
     #: Fixed cost of one MXFP4 MoE layer's kernel (seconds; it runs its own routing and
     #: gather / scatter launches); 0 = as ``moe_call``.
     moe_mxfp4_call: float = 0.0
+    #: FlashInfer's TRT-LLM-gen fused MoE (what SGLang and vLLM run on Blackwell): fixed cost per
+    #: layer and per touched expert (seconds), share of peak bandwidth; 0 = no table measured it
+    #: (:func:`spectune.core.cost.kernels.engine_kernels`).
+    moe_fi_call: float = 0.0
+    moe_fi_expert: float = 0.0
+    moe_fi_bandwidth_fraction: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -161,6 +167,7 @@ class GPU:
                         gemm_flops_fraction=k.gemm_flops_fraction * f,
                         moe_bandwidth_fraction=k.moe_bandwidth_fraction * b,
                         moe_mxfp4_bandwidth_fraction=k.moe_mxfp4_bandwidth_fraction * b,
+                        moe_fi_bandwidth_fraction=k.moe_fi_bandwidth_fraction * b,
                         gqa_bandwidth_fraction=k.gqa_bandwidth_fraction * b,
                         mla_bandwidth_fraction=k.mla_bandwidth_fraction * b)
         return replace(self, bandwidth_fraction=bw, flops_fraction=fl, kernels=k)

@@ -35,7 +35,7 @@ from spectune.base.limits import (
     OVERHEAD_US,
     PEAK_TFLOPS,
 )
-from spectune.core.deployment import EP_EXCHANGES
+from spectune.core.deployment import EP_EXCHANGES, MOE_KERNELS
 from spectune.core.hardware import DTYPE_BYTES, Collectives, Kernels
 from spectune.core.model import DRAFTER_KINDS
 from spectune.documents.docspec import (
@@ -185,6 +185,7 @@ ENGINE = Obj((
     _opt("mixed_prefill", Flag("prefill chunks ride in decode steps (vLLM; SGLang --enable-mixed-chunk) "
                                "rather than running as passes of their own")),
     _opt("ep_exchange", Choice(EP_EXCHANGES)),  # expert-parallel exchange (spectune/core/cost/comm.py)
+    _opt("moe_kernel", Choice(MOE_KERNELS)),  # fused-MoE kernel family (spectune/core/cost/kernels.py)
     _opt("spec_max_running_requests", Number(integer=True, minimum=0, maximum=MAX_BATCH,
                                              description="requests the engine runs at once while it "
                                                          "speculates unless told otherwise (SGLang "

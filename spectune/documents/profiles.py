@@ -183,6 +183,7 @@ def engine_from_mapping(doc: Doc, path: KeyPath, v: Mapping[str, Any], base: Eng
         max_num_batched_tokens=int(v.get("max_num_batched_tokens", b.max_num_batched_tokens)),
         mixed_prefill=bool(v.get("mixed_prefill", b.mixed_prefill)),
         ep_exchange=str(v.get("ep_exchange", b.ep_exchange)),
+        moe_kernel=str(v.get("moe_kernel", b.moe_kernel)),
         spec_max_running=int(v.get("spec_max_running_requests", b.spec_max_running)),
         provisional=str(v.get("provisional") or b.provisional),
         overlap_since=str(overlap.get("since") or "") if overlap is not None else b.overlap_since,

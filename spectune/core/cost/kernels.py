@@ -26,6 +26,8 @@ the GPU profile's own achievable fractions.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from spectune.core.cost.roofline import Array, Component, Work
@@ -55,6 +57,22 @@ def default_kernels(gpu: GPU) -> Kernels:
         H100_FIT.mla_call, bw, H100_FIT.mla_parallel_half,
         H100_FIT.source,
     )
+
+
+def engine_kernels(k: Kernels, moe_kernel: str) -> Kernels:
+    """The GPU's kernels as an engine running ``moe_kernel`` sees them: with
+    ``flashinfer_trtllm`` and a fitted ``moe_fi_*`` family (Blackwell), MoE layers are priced by
+    FlashInfer's TRT-LLM-gen fused MoE, in every expert format it runs (bf16, fp8, nvfp4, MXFP4:
+    one curve, so the MXFP4-only constants of the Triton kernel do not apply). On B200 the two
+    families differ by more than a constant: at decode sizes the fused-MoE constants price
+    vLLM's TRT-LLM-gen rows 43 % slow (median |log| 0.355 on 5335 held-out rows; the
+    ``moe_fi_*`` fit 0.126; aiconfigurator-core 0.12.0 moe tables, scripts/fit_kernels.py).
+    Any other ``moe_kernel``, or a GPU without the family, keeps ``k``."""
+    if moe_kernel != "flashinfer_trtllm" or k.moe_fi_call <= 0:
+        return k
+    return replace(k, moe_call=k.moe_fi_call, moe_expert=k.moe_fi_expert,
+                   moe_bandwidth_fraction=k.moe_fi_bandwidth_fraction,
+                   moe_mxfp4_call=0.0, moe_mxfp4_bandwidth_fraction=0.0)
 
 
 def kernel_price(work: Work, gpu: GPU, fixed_seconds: Array | float,

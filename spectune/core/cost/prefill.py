@@ -124,14 +124,15 @@ def budget_split(P: ArrayLike, isl: float, B: ArrayLike, T: ArrayLike, par: Para
 def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
                  lengths: Sequence[LengthClass], B: ArrayLike, T: ArrayLike, S: ArrayLike,
                  m: ArrayLike, *, budget: int | None = None, achieved: bool = True,
-                 cached: float = 0.0) -> Component:
+                 cached: float = 0.0, moe_kernel: str | None = None) -> Component:
     """The mean prefill share of one decode step of B sequences x T tokens at context S that
     commits ``m`` tokens per sequence (seconds, FLOPs, bytes per GPU; arrays broadcast).
     ``budget``: tokens per step per scheduler (default the engine's
     ``max_num_batched_tokens``). ``engine`` None: no engine terms (a drafter, or the pure
     roofline). ``cached``: tokens at the start of every prompt that prefix caching already
     holds (the shared prefix, :func:`spectune.core.memory.shared_prefix`): not computed, but the
-    computed tokens attend over them."""
+    computed tokens attend over them. ``moe_kernel``: the fused-MoE kernel family (default the
+    engine's; a drafter's prefill, priced without an engine, runs on the target engine's)."""
     from spectune.core.lengths import mean_lengths
 
     Ba, Ta, Sa, ma = (np.asarray(x, dtype=float) for x in (B, T, S, m))
@@ -142,17 +143,19 @@ def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None
     P = prompt_tokens_per_step(lengths, Ba, ma, cached)
     mixing = engine is None or engine.mixed_prefill
     xch = (engine or NO_ENGINE).ep_exchange  # the engine's expert-parallel exchange, no engine terms
+    mk = moe_kernel or (engine or NO_ENGINE).moe_kernel  # and its fused-MoE kernel family
     chunk, q, extra = budget_split(P, isl, Ba, Ta, par, K, mixing)
     if mixing:  # GEMMs and collectives of a step carrying a chunk, at the combined rows (one
         # logit row per prompt it finishes), less the decode step's own; in a share q of steps
         mixed = step_cost(model, gpu, par, None, Ba, Ta + chunk / Ba, Sa, achieved=achieved,
-                          logit_positions=Ta + chunk / isl / Ba, ep_exchange=xch)
-        decode = step_cost(model, gpu, par, None, Ba, Ta, Sa, achieved=achieved, ep_exchange=xch)
+                          logit_positions=Ta + chunk / isl / Ba, ep_exchange=xch, moe_kernel=mk)
+        decode = step_cost(model, gpu, par, None, Ba, Ta, Sa, achieved=achieved, ep_exchange=xch,
+                           moe_kernel=mk)
         carried = _parts(mixed, ROW_PARTS, shape) + _parts(decode, ROW_PARTS, shape).scaled(-1.0)
     else:  # a prefill pass of its own per chunk (SGLang without --enable-mixed-chunk)
         dp, rows = np.asarray(float(par.dp)), np.broadcast_to(chunk / par.dp, shape)
         own = step_cost(model, gpu, par, None, dp, rows, 0.0, achieved=achieved, logit_positions=rows / isl,
-                        ep_exchange=xch)
+                        ep_exchange=xch, moe_kernel=mk)
         carried = _parts(own, ROW_PARTS, shape)
         if engine is not None:
             pass_cost = overhead_seconds(model, engine, par, dp, rows, False)
@@ -160,7 +163,7 @@ def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None
     total = carried.scaled(q)
     # prefill-only steps for what the budget leaves out: K rows per scheduler each
     alone = step_cost(model, gpu, par, None, float(par.dp), float(K), 0.0, achieved=achieved,
-                      logit_positions=0.0, ep_exchange=xch)
+                      logit_positions=0.0, ep_exchange=xch, moe_kernel=mk)
     per_alone = _parts(alone, (*ROW_PARTS[:3], "comm"), ())
     if engine is not None:
         per_alone = per_alone + fixed(overhead_seconds(model, engine, par, np.asarray(float(par.dp)),
@@ -200,5 +203,6 @@ def aggregated_prefill(dep: Deployment, B: ArrayLike, T: ArrayLike, S: ArrayLike
         return target
     Ga = np.asarray(G, dtype=float)
     draft = prefill_cost(dep.drafter.model, dep.gpu, dep.parallelism, None, lengths, B, Ga + 1.0, S,
-                         m, budget=budget, achieved=achieved, cached=cached).seconds
+                         m, budget=budget, achieved=achieved, cached=cached,
+                         moe_kernel=dep.engine.moe_kernel).seconds
     return target + np.where(Ga > 0, draft, 0.0)

@@ -15,6 +15,7 @@ from spectune.core.cost.dense import gemm_work, lm_head_work
 from spectune.core.cost.kernels import (
     attention_bandwidth_fraction,
     default_kernels,
+    engine_kernels,
     gemm_flops_fraction,
     kernel_price,
 )
@@ -167,20 +168,22 @@ def step_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
               B: ArrayLike, T: ArrayLike, S: ArrayLike, *, achieved: bool = True,
               speculative: ArrayLike | None = None, role: str = "target",
               drafter_kind: str = "", logit_positions: ArrayLike | None = None,
-              ep_exchange: str | None = None) -> StepCost:
+              ep_exchange: str | None = None, moe_kernel: str | None = None) -> StepCost:
     """Cost of one pass of ``model``: B sequences x T tokens each at context S (arrays
     broadcast). ``speculative`` (default T > 1) adds the per-verified-token engine cost;
     ``engine=None`` leaves engine overhead out (the pure roofline of seed 000).
     ``logit_positions``: positions per sequence whose logits the pass computes (LM head and
     per-token logits cost); default T, every position, as a verify pass scores them all.
     ``ep_exchange``: the expert-parallel exchange priced (default the engine's, DeepEP without
-    one), for passes priced without engine terms on an engine (a prefill chunk)."""
+    one), for passes priced without engine terms on an engine (a prefill chunk); ``moe_kernel``
+    likewise the fused-MoE kernel family (default the engine's, :func:`engine_kernels`)."""
     Ba = np.asarray(B, dtype=float)
     Ta = np.asarray(T, dtype=float)
     Sa = np.asarray(S, dtype=float)
     La = None if logit_positions is None else np.asarray(logit_positions, dtype=float)
     # achieved: kernel-true prices; peak: the pure roofline (seed 000)
-    on = (default_kernels(gpu), gpu) if achieved else None
+    mk = moe_kernel or (engine or NO_ENGINE).moe_kernel
+    on = (engine_kernels(default_kernels(gpu), mk), gpu) if achieved else None
     works, comps = _layer_pieces(model, par, Ba, Ta, Sa, on, La)
     if not achieved:
         comps = {name: price(w, gpu, achieved) for name, w in works.items()}
