@@ -16,7 +16,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from spectune.version import __version__
+from spectune.base.version import __version__
 
 if TYPE_CHECKING:  # the real names, for type checkers; at run time they load on first use
     from spectune.api import (
@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # the real names, for type checkers; at run time they load on
     )
     from spectune.api.gate import CheckResult
     from spectune.api.pricing import PassCost
+    from spectune.base.errors import InputError, ObserveError, SpectuneError
     from spectune.core.acceptance import Acceptance
     from spectune.core.deployment import Deployment, Workload
     from spectune.core.recommend import Recommendation
@@ -44,7 +45,6 @@ if TYPE_CHECKING:  # the real names, for type checkers; at run time they load on
     from spectune.documents.envelope import API_VERSION
     from spectune.documents.observation import Observation
     from spectune.engines.emit import Snippet
-    from spectune.errors import InputError, ObserveError, SpectuneError
 
 __all__ = [
     "API_VERSION", "Acceptance", "CheckResult", "Deployment", "InputError", "Observation", "ObserveError",
@@ -66,8 +66,8 @@ _WHERE = {
     "Deployment": "spectune.core.deployment", "Workload": "spectune.core.deployment",
     "Snippet": "spectune.engines.emit",
     "API_VERSION": "spectune.documents.envelope",
-    "InputError": "spectune.errors", "SpectuneError": "spectune.errors",
-    "ObserveError": "spectune.errors",
+    "InputError": "spectune.base.errors", "SpectuneError": "spectune.base.errors",
+    "ObserveError": "spectune.base.errors",
     "Observation": "spectune.documents.observation",
     "PassCost": "spectune.api.pricing",
     "Recommendation": "spectune.core.recommend",

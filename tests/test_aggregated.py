@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spectune.base.errors import InputError
 from spectune.cli.main import cli
 from spectune.core.cost import step_cost
 from spectune.core.cost.prefill import ROW_PARTS, _parts, budget_split, prefill_cost, prompt_tokens_per_step
@@ -25,7 +26,6 @@ from spectune.core.lengths import decode_context, with_lengths
 from spectune.core.speedup import speedup_grid
 from spectune.documents.hf_config import model_from_hf_config
 from spectune.documents.profiles import load_deployment, load_engine, load_gpu, load_model
-from spectune.errors import InputError
 
 EXAMPLE = "llama-3.1-70b-h100-eagle3"
 SERVE = "vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4\n"

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from observe_support import Engine, FakeClock, MetricsServer, Reply, vllm_text
 
 import spectune
+from spectune.base.errors import InputError
 from spectune.cli.main import cli
-from spectune.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = "llama-3.1-70b-h100-eagle3"

@@ -15,12 +15,11 @@ to ``P.name`` too. Then:
   ``spectune.render.formats``: its home is ``spectune.documents.envelope``; and only the command line and
   the renderers (``render.py``, ``table.py``, ``*_table.py``) import ``spectune.render.formats``;
 * no module inside a package imports that package's face (its ``__init__``): siblings are
-  imported by module path (``spectune.version`` has ``__version__``);
+  imported by module path (``spectune.base.version`` has ``__version__``);
 * the pure core (hardware, model, cost, acceptance, speedup, recommend) reaches, directly
   or through any module it imports, no file format, HTTP client or terminal library and no
   edge module (profiles, observe, emit, check, render, cli, api, ...).
-* directly in ``spectune/`` sit only ``__init__``, ``__main__`` and the public base (errors, exit
-  codes, version); no submodule is named like a name its package's API loads on first use;
+* directly in ``spectune/`` sit only ``__init__`` and ``__main__``; no submodule is named like a name its package's API loads on first use;
 * ``spectune/api/gate.py`` is the gate alone (at most ``CHECK_MAX_LINES`` lines), and an
   engine's option names appear in code only in its package under ``spectune/engines/``
   (the command line, which names spectune's own options after them, aside).
@@ -42,10 +41,9 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "spectune"
 
 # The floors, lowest first (docs/architecture.md): a module imports only from its own floor or
-# below. The base is what every floor shares: the public base directly in spectune/ (errors, exit
-# codes, the version) and everything under spectune/base/ (limits, notes, redaction).
+# below. The base is what every floor shares: everything under spectune/base/ (errors, exit codes,
+# the version, limits, notes, redaction).
 FLOORS = ("base", "core", "documents", "engines", "observe", "render", "top", "cli")
-BASE = {"spectune.errors", "spectune.exit_codes", "spectune.version"}
 # What the library composes, above every floor but the command line: the API's face and every
 # module under spectune/api/ (its functions and the pieces they call: the gate, the fleet's gap,
 # the CI gate over a directory, the starter profile, pricing, overrides).
@@ -67,10 +65,8 @@ CORE_FORBIDDEN = {"click", "yaml", "requests", "prometheus_client", "tabulate", 
 
 def floor(module: str) -> str:
     """The floor of a spectune module (FLOORS): the package under spectune/ it lives in
-    (spectune/base/ is "base", spectune/api/ "top"), the public base directly in spectune/
-    "base", the entry point "cli". Any other module directly in spectune/ has no floor."""
-    if module in BASE:
-        return "base"
+    (spectune/base/ is "base", spectune/api/ "top"), the entry point "cli". Any other module
+    directly in spectune/ has no floor."""
     if module == "spectune.__main__":
         return "cli"
     if module in TOP or module.startswith("spectune.api."):
@@ -289,7 +285,7 @@ def test_every_import_points_down() -> None:
 
 def test_floors_are_known() -> None:
     assert floor("spectune.core.cost.moe") == "core" and floor("spectune.api") == "top"
-    assert floor("spectune.errors") == "base" and floor("spectune.cli.main") == "cli"
+    assert floor("spectune.base.errors") == "base" and floor("spectune.cli.main") == "cli"
     assert floor("spectune.base.limits") == "base" and floor("spectune.api.gate") == "top"
     assert all(floor(m) in FLOORS for m in modules())
 
@@ -319,7 +315,7 @@ def _home(imp: Import) -> str:
     homes = []
     for name in imp.names:
         if name == "__version__":
-            homes.append("__version__ from spectune.version")
+            homes.append("__version__ from spectune.base.version")
         elif f"{imp.target}.{name}" in modules():
             homes.append(f"the module {imp.target}.{name} by its path")
         else:
@@ -448,12 +444,12 @@ def test_no_module_is_over_500_lines() -> None:
     assert not long, _report(long, f"modules over {MAX_MODULE_LINES} lines (split them by concept)")
 
 
-# Directly in spectune/: the package's face, its entry point and the public base a user imports.
-# Every other module lives in its floor's folder (base/, core/, documents/, ..., api/, cli/).
-TOP_LEVEL = {"__init__", "__main__", "errors", "exit_codes", "version"}
+# Directly in spectune/: the package's face and its entry point. Every other module lives in its
+# floor's folder (base/, core/, documents/, ..., api/, cli/).
+TOP_LEVEL = {"__init__", "__main__"}
 
 
-def test_only_the_face_and_the_public_base_sit_directly_in_spectune() -> None:
+def test_only_the_face_and_the_entry_point_sit_directly_in_spectune() -> None:
     found = {path.stem for path in SRC.glob("*.py")}
     assert found == TOP_LEVEL, (
         f"directly in spectune/: {sorted(found - TOP_LEVEL)} should not be (move each into its floor's "

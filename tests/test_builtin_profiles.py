@@ -79,7 +79,7 @@ def test_examples_recommend(example: str) -> None:
 
 def test_alias_lookup_and_suggestion() -> None:
     assert load_gpu("H100").key == "h100-sxm"
-    from spectune.errors import InputError
+    from spectune.base.errors import InputError
 
     with pytest.raises(InputError, match="did you mean"):
         load_model("llama-3.1-7b")

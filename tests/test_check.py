@@ -10,8 +10,8 @@ import yaml
 from check_support import CI, SPEC2, check, doc_of
 from click.testing import CliRunner
 
+from spectune.base.errors import InputError
 from spectune.engines.serving_config import read_serving_config
-from spectune.errors import InputError
 
 
 @pytest.fixture

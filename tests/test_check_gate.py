@@ -13,9 +13,9 @@ from builders import profile
 from check_support import CI, PROFILE, check, doc_of, sglang_profile
 from click.testing import CliRunner
 
+from spectune.base.errors import InputError
 from spectune.cli.main import cli
 from spectune.engines.serving_config import read_serving_config
-from spectune.errors import InputError
 
 
 @pytest.fixture
@@ -217,7 +217,7 @@ def test_data_parallel_gate_compares_with_one_static_gamma(runner: CliRunner, tm
 
 
 def test_a_slowdown_fails_even_when_the_recommended_settings_match(runner: CliRunner, tmp_path: Path) -> None:
-    from spectune.errors import EXIT_GATE_FAILED
+    from spectune.base.errors import EXIT_GATE_FAILED
 
     res = check(runner, CI / "vllm-bad.yaml", "--tolerance", "1", "-o", "json")
     assert res.exit_code == EXIT_GATE_FAILED

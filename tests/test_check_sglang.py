@@ -9,9 +9,9 @@ import pytest
 from check_support import check, doc_of, sglang_profile
 from click.testing import CliRunner
 
+from spectune.base.errors import InputError
 from spectune.cli.main import cli
 from spectune.engines.serving_config import read_serving_config
-from spectune.errors import InputError
 
 
 @pytest.fixture

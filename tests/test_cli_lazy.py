@@ -22,8 +22,8 @@ import pytest
 from click.testing import CliRunner
 
 import spectune.api as api
+from spectune.base.errors import InputError
 from spectune.cli.main import COMMANDS, cli
-from spectune.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = "llama-3.1-70b-h100-eagle3"

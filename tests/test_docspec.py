@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
 from spectune.api.fleet_gap import fleet_report_doc, fleet_row
+from spectune.base.errors import InputError, ObserveUsageError
 from spectune.cli.main import cli
 from spectune.documents.calibration import CALIBRATION, Drafting, calibration_doc, calibration_from_dict
 from spectune.documents.check_report import CHECK_REPORT, CHECK_SET
@@ -56,7 +57,6 @@ from spectune.documents.results import (
     recommendation_doc,
 )
 from spectune.documents.schema import SCHEMAS
-from spectune.errors import InputError, ObserveUsageError
 from spectune.render.formats import render
 
 ROOT = Path(__file__).resolve().parent.parent

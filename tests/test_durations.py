@@ -8,8 +8,8 @@ import re
 
 import pytest
 
+from spectune.base.errors import InputError, ObserveUsageError
 from spectune.documents.durations import PATTERN, parse_duration, tpot_seconds, window_seconds
-from spectune.errors import InputError, ObserveUsageError
 
 GOOD = ["90", "90.", ".5", "1e3", "20s", "5m", "1h30m", "500ms", "1d", "2w", "25000us", "25µs", "25 ms",
         "1e-3s", " 5m ", "1H", "25MS"]

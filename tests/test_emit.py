@@ -22,12 +22,12 @@ from builders import ENGINE
 from click.testing import CliRunner
 from emit_support import EAGLE3, NEVER, SGLANG, SGLANG_CASES, VARYING, parse_sglang, rec_of, write
 
+from spectune.base.errors import InputError
 from spectune.cli.main import cli
 from spectune.core.plan import lookup, per_batch_gamma, schedule_ranges
 from spectune.core.recommend import recommend
 from spectune.documents.profiles import load_deployment
 from spectune.engines.emit import build_snippet, emit_snippet, make_plan
-from spectune.errors import InputError
 
 
 @pytest.fixture

@@ -11,12 +11,12 @@ import yaml
 from click.testing import CliRunner
 from emit_support import EAGLE3, SGLANG_CASES, VARYING, parse_sglang, rec_of, write
 
+from spectune.base.errors import InputError
 from spectune.cli.main import cli
 from spectune.core.plan import per_batch_gamma
 from spectune.core.recommend import recommend
 from spectune.documents.profiles import load_deployment
 from spectune.engines.emit import build_snippet, make_plan
-from spectune.errors import InputError
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import spectune.api as api
+from spectune.base.errors import InputError
 from spectune.documents.profiles import load_engine
 from spectune.engines.engine_version import overlap_note
-from spectune.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 NGRAM = ROOT / "examples" / "llama-3.1-8b-h100-ngram.yaml"

@@ -13,13 +13,13 @@ import yaml
 from builders import profile
 from click.testing import CliRunner
 
+from spectune.base.errors import InputError
 from spectune.cli.main import cli
 from spectune.core.cost.collectives import allreduce_parts, gather_parts
 from spectune.core.cost.comm import AG_RS, DEEPEP_LL, comm_component
 from spectune.core.cost.step import step_cost
 from spectune.core.deployment import Parallelism
 from spectune.documents.profiles import load_deployment, load_engine, load_gpu, load_model
-from spectune.errors import InputError
 
 ROWS = Path(__file__).parent / "data" / "aic-h100-gather.csv"
 DSV3_HIDDEN = 7168  # DeepSeek-V3 config.json hidden_size

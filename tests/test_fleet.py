@@ -138,9 +138,9 @@ def test_fleet_file_schema_and_loader_agree(tmp_path: Path, what: str, key: str,
     import yaml
     from jsonschema import Draft202012Validator
 
+    from spectune.base.errors import InputError
     from spectune.documents.fleet_file import load_fleet_file
     from spectune.documents.schema import SCHEMAS
-    from spectune.errors import InputError
 
     gitops = Path(__file__).resolve().parents[1] / "examples" / "gitops"
     doc = yaml.safe_load((gitops / "fleet.yaml").read_text(encoding="utf-8"))

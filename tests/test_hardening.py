@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 from observe_support import Engine, FakeClock, MetricsServer, Reply, vllm_text
 
+from spectune.base.errors import BadBodyFault, TimeoutFault
+from spectune.base.exit_codes import ExitCode
 from spectune.cli.main import cli
 from spectune.documents.exposition import parse_exposition
-from spectune.errors import BadBodyFault, TimeoutFault
-from spectune.exit_codes import ExitCode
 from spectune.observe import observe_url
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,10 +20,10 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spectune.base.errors import InputError
 from spectune.cli.main import cli
 from spectune.documents.hf_config import UNMODELLED, model_from_hf_config
 from spectune.documents.profiles import load_model
-from spectune.errors import InputError
 
 DATA = Path(__file__).parent / "data"
 BASES = sorted(f for f in DATA.glob("*.json") if f.name != "sglang_spec_args.json")

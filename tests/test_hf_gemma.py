@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from spectune.base.errors import InputError
 from spectune.cli.main import cli
 from spectune.core.cost.attention import attention_work
 from spectune.core.deployment import Parallelism
@@ -18,7 +19,6 @@ from spectune.core.memory import cache_bytes_per_sequence, parameter_counts
 from spectune.core.model import DenseFFN, Model, MoE
 from spectune.documents.hf_config import model_from_hf_config
 from spectune.documents.profiles import load_model
-from spectune.errors import InputError
 
 DATA = Path(__file__).parent / "data"
 DENSE = "Gemma-4-31B-IT-NVFP4"  # nvidia's NVFP4 release of google/gemma-4-31B-it (tests/data/README.md)

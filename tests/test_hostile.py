@@ -86,8 +86,8 @@ def test_nesting_is_refused_in_spectunes_words_at_every_depth(style: str, depth:
     """Bound nesting before the parser does: libyaml has a nesting limit of its own (1000 in
     PyYAML 6.0.4) that it words its own way. Whatever the depth, the message is spectune's,
     so it holds for every PyYAML version (only spectune's wording is asserted)."""
+    from spectune.base.errors import InputError
     from spectune.documents.inputs import yaml_documents
-    from spectune.errors import InputError
 
     text = {"flow": "a: " + "[" * depth + "]" * depth,
             "block": "".join(" " * i + f"k{i}:\n" for i in range(depth)) + " " * depth + "x\n",

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from spectune.base.errors import InputError
 from spectune.cli.main import cli
 from spectune.documents.inputs import json_document, parse_json, short, yaml_documents
 from spectune.engines.serving_config import read_serving_config
-from spectune.errors import InputError
 
 HOSTILE = Path(__file__).parent / "hostile"
 BASE = str(HOSTILE / "base.yaml")

@@ -13,12 +13,12 @@ import yaml
 from click.testing import CliRunner
 from observe_support import FIXTURES, LOG, SCRAPE, fixture_text
 
+from spectune.base.errors import ObserveUsageError
 from spectune.cli.main import cli
 from spectune.documents.exposition import parse_exposition
 from spectune.documents.observation import Observation, observation_from_dict
 from spectune.documents.window import Capture, Snapshot
 from spectune.engines.vllm import analyse
-from spectune.errors import ObserveUsageError
 from spectune.observe import load_observation, observation_acceptance, observation_operating_point
 from spectune.render.formats import render
 
@@ -285,8 +285,8 @@ def _log_line(accepted: int, drafted: int, rates: str) -> str:
 
 def test_log_without_drafts_is_no_speculative_traffic() -> None:
     """Lines with 0 drafts used to give exit 0 and a = [0, 0, 0]; /metrics gives exit 6."""
+    from spectune.base.errors import NoSpeculativeTraffic
     from spectune.engines.vllm.log import aggregate, parse_log
-    from spectune.errors import NoSpeculativeTraffic
 
     text = _log_line(0, 0, "0.000, 0.000, 0.000") * 3
     res = CliRunner().invoke(cli, ["observe", "--log", "-", "-o", "json"], input=text)

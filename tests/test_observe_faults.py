@@ -26,7 +26,7 @@ from observe_support import (
     vllm_text,
 )
 
-from spectune.errors import (
+from spectune.base.errors import (
     EXIT_BAD_BODY,
     EXIT_CONNECTION,
     EXIT_DNS,

@@ -127,7 +127,7 @@ def test_a_proxy_showing_two_engines_is_read_as_the_one_that_speculates() -> Non
     aggregating servers) is the engine whose speculative metric is on it, else the first."""
     from observe_support import Engine, sglang_text, vllm_text
 
-    from spectune.errors import SpeculationNotEnabled
+    from spectune.base.errors import SpeculationNotEnabled
     vllm_spec = fixture_text(SCRAPE)
     vllm_plain = vllm_text(Engine(running=1), spec=False)
     sglang = sglang_text(2.5, 0.5)

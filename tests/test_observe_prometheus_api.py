@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 from observe_support import closed_port
 
+from spectune.base.errors import ObserveUsageError
 from spectune.cli.main import cli
 from spectune.documents.durations import parse_duration
-from spectune.errors import ObserveUsageError
 from spectune.observe.prometheus import (
     api_base,
     group_labels,

@@ -22,7 +22,7 @@ from observe_support import (
     sglang_text,
 )
 
-from spectune.errors import (
+from spectune.base.errors import (
     EXIT_BAD_BODY,
     EXIT_CONNECTION,
     EXIT_HTTP_STATUS,

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from observe_support import FIXTURES, MetricsServer, Reply
 
+from spectune.base.errors import BadBodyFault, ObserveUsageError, SpeculationNotEnabled
 from spectune.documents.exposition import parse_exposition
 from spectune.documents.window import Capture, Snapshot
 from spectune.engines import trtllm
-from spectune.errors import BadBodyFault, ObserveUsageError, SpeculationNotEnabled
 from spectune.observe import detect_engine, observe_url
 
 START = (FIXTURES / "trtllm" / "prometheus-start.txt").read_text(encoding="utf-8")

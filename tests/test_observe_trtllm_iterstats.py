@@ -22,15 +22,15 @@ import pytest
 from click.testing import CliRunner
 from observe_support import FIXTURES, FakeClock, MetricsServer, Reply
 
-from spectune.cli.main import cli
-from spectune.engines import trtllm
-from spectune.engines.trtllm.iterstats import IterationStatsReader, reader_for
-from spectune.errors import (
+from spectune.base.errors import (
     BadBodyFault,
     NoSpeculativeTraffic,
     ObserveUsageError,
     SpeculationNotEnabled,
 )
+from spectune.cli.main import cli
+from spectune.engines import trtllm
+from spectune.engines.trtllm.iterstats import IterationStatsReader, reader_for
 from spectune.observe import observe_url
 
 TEMPLATE = json.loads((FIXTURES / "trtllm" / "iteration-stats-record.json").read_text(encoding="utf-8"))

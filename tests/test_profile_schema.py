@@ -16,6 +16,7 @@ import yaml
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
+from spectune.base.errors import InputError
 from spectune.cli.main import cli
 from spectune.documents.profiles import (
     KINDS,
@@ -30,7 +31,6 @@ from spectune.documents.profiles import (
     profiles_dir,
 )
 from spectune.documents.schema import SCHEMAS
-from spectune.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = [*sorted((ROOT / "examples").glob("*.yaml")), ROOT / "examples" / "ci" / "profile.yaml"]

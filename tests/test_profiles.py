@@ -10,8 +10,8 @@ import pytest
 import yaml
 from builders import DATA, profile
 
+from spectune.base.errors import InputError
 from spectune.documents.profiles import deployment_from_doc, parse_yaml
-from spectune.errors import InputError
 
 
 def load(data: dict, name: str = "p.yaml"):

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from observe_support import Engine, MetricsServer, Reply, vllm_text
 from test_observe_prometheus_api import Answer, fake_prometheus
 
+from spectune.base.errors import BadBodyFault
 from spectune.cli.main import cli
-from spectune.errors import BadBodyFault
 
 AT = 1795442400.0  # the window's end (--at), Unix seconds
 DRAFTS = "vllm:spec_decode_num_drafts_total"

@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from observe_support import Engine, FakeClock, MetricsServer, Reply, sglang_text, vllm_text
 
+from spectune.base.errors import BadBodyFault, ObserveError
 from spectune.cli.main import cli
 from spectune.documents.exposition import parse_exposition
-from spectune.errors import BadBodyFault, ObserveError
 
 HOSTILE = Path(__file__).parent / "hostile"
 FAST = settings(max_examples=40, deadline=None, derandomize=True, database=None,

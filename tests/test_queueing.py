@@ -14,13 +14,13 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from spectune.base.errors import InputError
 from spectune.cli.main import cli
 from spectune.core.queueing import capped, queued
 from spectune.core.recommend import recommend
 from spectune.core.speedup import speedup_grid
 from spectune.documents.profiles import load_deployment
 from spectune.documents.validation import capped_latency, serving_latency
-from spectune.errors import InputError
 
 CAP = 48  # sglang 0.5.23 speculative_hook.py: "Max running requests is reset to 48"
 SGLANG_PROFILE = {

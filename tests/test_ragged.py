@@ -15,6 +15,7 @@ import yaml
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
+from spectune.base.errors import InputError
 from spectune.cli.main import cli
 from spectune.core.acceptance import Acceptance
 from spectune.core.deployment import Deployment, Workload
@@ -22,7 +23,6 @@ from spectune.core.ragged import Mixture, RaggedGrid, fit_mixture, rounds_for, s
 from spectune.documents.profiles import load_deployment
 from spectune.documents.rounds_file import load_rounds
 from spectune.documents.schema import SCHEMAS
-from spectune.errors import InputError
 
 MIX = Mixture(0.4, 0.95, 0.3, 0.0)  # sweeps and misses, as seed 003's histogram splits them
 BATCHES = (1, 4, 16, 64, 256)

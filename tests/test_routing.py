@@ -13,6 +13,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from spectune.base.errors import InputError
 from spectune.cli.main import cli
 from spectune.core.cost import step_cost
 from spectune.core.cost.moe import distinct_experts, moe_work
@@ -20,7 +21,6 @@ from spectune.core.cost.routing import chance_overlap, distinct_experts_bt, incl
 from spectune.core.deployment import Parallelism
 from spectune.core.model import UNIFORM, MoE, Routing
 from spectune.documents.profiles import builtin_names, load_deployment, load_gpu, load_model, profiles_dir
-from spectune.errors import InputError
 
 GRID_B = np.array([1, 2, 3, 7, 11, 22, 64, 257, 4096], dtype=float)[:, None]
 GRID_T = np.array([1, 2, 3, 5, 9], dtype=float)[None, :]

@@ -27,8 +27,8 @@ from click.testing import CliRunner
 from observe_support import PROM, Engine, vllm_text
 
 from spectune.base import redact
+from spectune.base.exit_codes import ExitCode
 from spectune.cli.main import cli
-from spectune.exit_codes import ExitCode
 
 TOKEN = "s3cret-Tok3n-0123456789abcdefXYZ"
 USER, PASSWORD = "user", "SEKRET"  # the case: Basic dXNlcjpTRUtSRVQ=

@@ -14,6 +14,7 @@ from builders import DATA, ENGINE, GPU, profile
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
+from spectune.base.errors import InputError
 from spectune.cli.main import cli
 from spectune.core.deployment import Parallelism
 from spectune.core.memory import cache_bytes_per_sequence, cached_prefix, memory, shared_cache_bytes
@@ -21,7 +22,6 @@ from spectune.core.model import Drafter
 from spectune.documents.hf_config import model_from_hf_config
 from spectune.documents.profiles import load_deployment, load_gpu
 from spectune.documents.schema import SCHEMAS
-from spectune.errors import InputError
 
 LLAMA = model_from_hf_config(json.loads((DATA / "Llama-3.1-8B.json").read_text()), "Llama-3.1-8B")
 #: Llama-3.1-8B, bf16 cache: 32 layers x (K+V) x 8 KV heads x 128 x 2 bytes per token.

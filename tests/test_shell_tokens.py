@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spectune.base.errors import InputError
 from spectune.engines.serving_config import read_serving_config
 from spectune.engines.shell import PUNCTUATION, scan_shell, shell_commands, shell_tokens
-from spectune.errors import InputError
 
 
 def shlex_tokens(text: str) -> list[str]:

@@ -13,6 +13,7 @@ import yaml
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
+from spectune.base.errors import InputError
 from spectune.cli.main import cli
 from spectune.core.deployment import Deployment, Workload
 from spectune.core.memory import memory
@@ -21,7 +22,6 @@ from spectune.core.speedup import speedup_grid
 from spectune.documents.durations import tpot_seconds
 from spectune.documents.profiles import examples_dir, load_deployment
 from spectune.documents.schema import SCHEMAS
-from spectune.errors import InputError
 
 
 @pytest.fixture(scope="module")

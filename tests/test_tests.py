@@ -19,11 +19,11 @@ TOPICS = {
     "draft_logits": "spectune/core/cost/drafter.py",  # a drafter pass scores one position
     "drafters": "spectune/engines",  # drafters as the engines' configs and check see them
     "ep_exchange": "spectune/core/cost/comm.py",  # the expert-parallel exchange an engine runs
-    "hardening": "spectune/exit_codes.py",  # deadlines, size caps, exit codes a CI job can trust
+    "hardening": "spectune/base/exit_codes.py",  # deadlines, size caps, exit codes a CI job can trust
     "integration": "spectune/cli",  # where two features meet, through the command line
     "labels": "spectune/core/acceptance.py",  # measured / stated / assumed, and marginal gains
     "newcomer": "README.md",  # what a new user following the README trips over
-    "no_internal_errors": "spectune/exit_codes.py",  # no exit 70 a user can cause
+    "no_internal_errors": "spectune/base/exit_codes.py",  # no exit 70 a user can cause
     "profile_schema": "spectune/documents",  # the profile's JSON Schema and loader agree
     "properties": "spectune/cli",  # property-based: any input, exit 0 or 2 and sane speedups
     "secrets": "spectune/base/redact.py",  # no credential reaches the terminal

@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 import spectune.api as api
+from spectune.base.errors import InputError
 from spectune.core.plan import make_plan
 from spectune.engines.engine_version import release
 from spectune.engines.serving_config import read_serving_config
 from spectune.engines.trtllm.settings import gamma_function, trtllm_speculative_config
-from spectune.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "trtllm"

@@ -4,8 +4,8 @@ Every function returns a typed result and prints nothing; notes a user should se
 the result (``.notes``). ``spectune.api.document(result)`` gives the versioned document
 (``apiVersion: spectune/v1``) the command line prints with ``-o yaml|json``; to draw it as
 a table use ``spectune.render.formats.render(doc, "table")``. Errors are
-:class:`~spectune.errors.SpectuneError` subclasses (bad input: :class:`InputError`;
-``observe`` faults: :class:`~spectune.errors.ObserveError`), each with the
+:class:`~spectune.base.errors.SpectuneError` subclasses (bad input: :class:`InputError`;
+``observe`` faults: :class:`~spectune.base.errors.ObserveError`), each with the
 ``exit_code`` the command line would return.
 
 Every command of the command line has its function here:

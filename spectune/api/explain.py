@@ -100,7 +100,7 @@ def speedup_result(profile: Deployment | str | Path | None = None, *, gamma: int
     """Without ``profile``, ``gpu`` and ``model``: the closed form of Leviathan et al. (2023)
     with a free verify at ``alpha``, ``gamma`` and ``draft_cost``. Otherwise the roofline
     speedup at (``batch``, ``context``), as :func:`speedup` (whose options it takes)."""
-    from spectune.errors import InputError
+    from spectune.base.errors import InputError
 
     if not (profile or gpu or model):
         if alpha is None:
@@ -148,7 +148,7 @@ def speedup(profile: Deployment | str | Path | None = None, *, gamma: int, batch
     ``output_tokens``: the aggregated, diluted speedup. :func:`speedup_result` also gives the
     document, the notes and the memory warning."""
     if not (profile or gpu or model):
-        from spectune.errors import InputError
+        from spectune.base.errors import InputError
 
         raise InputError("the roofline speedup needs a profile, or a gpu and a model")
     point = speedup_result(profile, gamma=gamma, batch=batch, context=context, gpu=gpu, model=model,
@@ -168,10 +168,10 @@ def widthdepth(profile: Deployment | str | Path, *, positions: int, batch: int |
     of the profile's; ``coactivation`` overrides the MoE routing's F; the drafter and the
     engine's overheads are priced only when asked (the seed takes them as free)."""
     from spectune.api.pricing import with_coactivation
+    from spectune.base.errors import InputError
     from spectune.core.acceptance import ALPHA_OPTION, Acceptance
     from spectune.core.widthdepth import width_vs_depth
     from spectune.documents.results import widthdepth_doc
-    from spectune.errors import InputError
 
     dep = deployment(profile)
     b = batch or max(1, positions // 2)

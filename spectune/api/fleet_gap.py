@@ -161,7 +161,7 @@ def profile_rows(observed: ObservedFleet, profile: str, match: Sequence[str] = (
     """``recommend PROFILE --prometheus URL``: every group (those ``match``, LABEL=VALUE
     strings, selects) against the one ``profile``; several models under one profile is a
     usage error unless ``match`` or ``grouped`` (``--by``) says which."""
-    from spectune.errors import ObserveUsageError
+    from spectune.base.errors import ObserveUsageError
     from spectune.observe.prometheus import describe_labels, select_groups
 
     groups = select_groups(observed, match) if match else list(observed.observations)

@@ -17,7 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from spectune.base.errors import EXIT_GATE_FAILED, EXIT_OK, InputError
 from spectune.base.limits import DEFAULT_CHECK_TOLERANCE
+from spectune.base.version import __version__
 from spectune.core.deployment import Deployment
 from spectune.core.plan import lookup, make_plan, per_batch_gamma
 from spectune.core.recommend import Recommendation, recommend
@@ -26,8 +28,6 @@ from spectune.documents.envelope import Document
 from spectune.engines.options import Configured
 from spectune.engines.quantization import mismatches as quantization_mismatches
 from spectune.engines.registry import engine_for
-from spectune.errors import EXIT_GATE_FAILED, EXIT_OK, InputError
-from spectune.version import __version__
 
 DEFAULT_TOLERANCE = DEFAULT_CHECK_TOLERANCE
 #: How the gate treats a marginal gain (the verdict's notes; docs/check.md says the same).

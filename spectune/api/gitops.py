@@ -18,9 +18,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from spectune.base.errors import EXIT_GATE_FAILED, EXIT_OK, InputError
 from spectune.documents.check_report import CHECK_SET
 from spectune.documents.envelope import Document
-from spectune.errors import EXIT_GATE_FAILED, EXIT_OK, InputError
 
 
 def load_profile_map(path: str, folder: str) -> list[tuple[str, str]]:

@@ -29,7 +29,7 @@ TOKEN_ENV = DEFAULT_TOKEN_ENV
 
 def window_seconds(text: str) -> float:
     """Seconds of a window from ``90``, ``20s``, ``5m``, ``1h`` (Prometheus' duration units);
-    :class:`~spectune.errors.ObserveUsageError` for anything else."""
+    :class:`~spectune.base.errors.ObserveUsageError` for anything else."""
     from spectune.documents.durations import window_seconds as seconds
 
     return seconds(text)
@@ -37,10 +37,10 @@ def window_seconds(text: str) -> float:
 
 def speculative_config(text: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The server's ``--speculative-config`` (JSON text or a mapping) as a mapping, or None;
-    anything but a JSON object is an :class:`~spectune.errors.ObserveUsageError` (exit 2)."""
+    anything but a JSON object is an :class:`~spectune.base.errors.ObserveUsageError` (exit 2)."""
     if text is None:
         return None
-    from spectune.errors import ObserveUsageError
+    from spectune.base.errors import ObserveUsageError
 
     if isinstance(text, Mapping):
         return dict(text)
@@ -126,8 +126,8 @@ def fleet(fleet_file: str | Path, *, prometheus: str | None = None, window: floa
     ``selector`` replace the file's, ``by`` adds to it; ``options`` as
     :func:`observe_prometheus` takes them. ``.document`` is the FleetReport."""
     from spectune.api.fleet_gap import file_rows
+    from spectune.base.errors import InputError
     from spectune.documents.fleet_file import load_fleet_file
-    from spectune.errors import InputError
 
     ff = load_fleet_file(str(fleet_file))
     url = prometheus or ff.prometheus
@@ -188,10 +188,10 @@ def rules(profile: Deployment | str | Path, *, by: Sequence[str] = (), selector:
     its ``selector``, ``by`` and ``prometheus`` are used (``selector`` replaces, ``by`` adds).
     ``grafana``: a Grafana dashboard (JSON) of the recorded series instead, with the
     recommended gamma and the break-even acceptance as reference lines."""
+    from spectune.base.errors import InputError
     from spectune.base.limits import DEFAULT_CHECK_TOLERANCE
     from spectune.core.thresholds import thresholds
     from spectune.documents.fleet_file import load_fleet_file
-    from spectune.errors import InputError
     from spectune.observe.prometheus import group_labels, selector_matchers
     from spectune.render.rules import RulesSpec, Target, check_matchers, rules_file
 
@@ -250,9 +250,9 @@ def calibrate(profile: Deployment | str | Path,
     off and on, at one or more concurrencies. Returns the Calibration document (its
     ``notes`` say what the windows could not separate); pass its file to
     ``recommend(..., calibration=FILE)``. Too few or unusable windows: InputError."""
+    from spectune.base.errors import InputError, ObserveUsageError
     from spectune.core.calibrate import CalibrationError
     from spectune.documents.calibration import calibrate_observations
-    from spectune.errors import InputError, ObserveUsageError
 
     names = [str(o) if isinstance(o, (str, Path)) else f"observation[{i}]"
              for i, o in enumerate(observations)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from spectune.base.errors import InputError
 from spectune.core.acceptance import ALPHA_OPTION, Acceptance
 from spectune.core.cost import StepCost, marginal_cost, step_cost
 from spectune.core.deployment import (
@@ -26,7 +27,6 @@ from spectune.core.memory import PROFILE_TOKENS, Memory, memory, parameter_count
 from spectune.core.model import Drafter, Model
 from spectune.documents.envelope import Document
 from spectune.documents.families import DEFAULT_ENGINE
-from spectune.errors import InputError
 
 
 @dataclass(frozen=True)

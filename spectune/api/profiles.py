@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def load_profile(profile: str | Path) -> Deployment:
     """A deployment profile: a YAML file, ``"-"`` (stdin) or a shipped example's name.
 
-    :class:`~spectune.errors.InputError` names file, line and key of a bad profile."""
+    :class:`~spectune.base.errors.InputError` names file, line and key of a bad profile."""
     from spectune.documents.profiles import load_deployment
 
     return load_deployment(str(profile))
@@ -78,8 +78,8 @@ def show_profile(name: str, kind: str | None = None) -> str:
     """A built-in profile or shipped example as shipped, with its source comments
     (``spectune profiles show``); ``kind`` only when names collide. InputError with a
     did-you-mean for an unknown name."""
+    from spectune.base.errors import InputError
     from spectune.documents.profiles import builtin_path, example_path
-    from spectune.errors import InputError
 
     kinds = [kind] if kind else PROFILE_KINDS
     for k in kinds:
@@ -129,8 +129,8 @@ def init_profile(*, gpu: str | None, model: str | None, drafter: str = "ngram", 
     local config.json) and the engine. Batch sizes default to 1, 8, 64 (CPU: 1, 4, 16),
     context lengths to 2048 tokens (CPU: 256); ``dtypes`` are ``KEY=DTYPE`` strings."""
     from spectune.api.starter import engine_profile, profile_text, server_info
+    from spectune.base.errors import InputError
     from spectune.documents.user_model import parse_dtypes
-    from spectune.errors import InputError
 
     info = server_info(server_url) if server_url else None
     if model is None and info is not None:

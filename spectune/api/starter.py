@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spectune.base.errors import InputError
 from spectune.base.limits import MAX_PROBE_BYTES
 from spectune.documents.families import DEFAULT_ENGINE
 from spectune.documents.inputs import is_file, parse_json
-from spectune.errors import InputError
 
 #: /v1/models of a server that serves many models (LoRA adapters) stays far below this.
 MAX_MODELS_BYTES = 1024 * 1024

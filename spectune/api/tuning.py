@@ -122,9 +122,9 @@ def extras(rec: Recommendation | Deployment, *, ragged: bool = False, rounds: st
     file, instead of the two-population fit when given) and the goodput under ``tpot_slo``
     (seconds, or a duration such as ``"25ms"``; default the profile's ``slo.tpot_ms``) for the
     deployment of ``rec``. The simulators load only when asked for."""
+    from spectune.base.errors import InputError
     from spectune.base.limits import MAX_TPOT_SECONDS
     from spectune.core.recommend import Recommendation
-    from spectune.errors import InputError
 
     dep = rec.deployment if isinstance(rec, Recommendation) else rec
     grid = good = None

@@ -39,7 +39,7 @@ import re
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote, urljoin, urlsplit, urlunsplit
 
-from spectune.errors import HTTPStatusFault
+from spectune.base.errors import HTTPStatusFault
 
 MASK = "***"
 MIN_SECRET_CHARS = 4

@@ -9,10 +9,10 @@ import sys
 
 import click
 
+from spectune.base.errors import InputError
 from spectune.base.limits import DEFAULT_CHECK_TOLERANCE
 from spectune.cli.options import calibration_option, echo_doc, output_option, warn
 from spectune.cli.params import FiniteFloatRange, lengths_options
-from spectune.errors import InputError
 
 
 def _verdict(doc: dict[str, object], code: int, fmt: str) -> None:

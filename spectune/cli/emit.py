@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import click
 
+from spectune.base.errors import InputError
 from spectune.base.limits import DEFAULT_ADAPTIVE_CONFIG, MAX_BATCH
 from spectune.base.notes import notes
 from spectune.cli.options import complete_profile
 from spectune.cli.params import KindsHelp, LazyChoice, emit_kinds, lengths_options
-from spectune.errors import InputError
 
 
 def batch_mix(values: tuple[str, ...]) -> dict[int, float] | None:

@@ -3,7 +3,7 @@ help is asked), the error handling and the exit codes. The commands are one modu
 beside this one; they parse options, call :mod:`spectune.api` and hand the result to
 :mod:`spectune.render`.
 
-Exit codes: :class:`spectune.exit_codes.ExitCode` (0 ok; 1 a ``check`` gate failed; 2 usage
+Exit codes: :class:`spectune.base.exit_codes.ExitCode` (0 ok; 1 a ``check`` gate failed; 2 usage
 or input error; 3-10 network faults of ``observe``; 70 an internal error, never 1).
 """
 
@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from spectune.base.exit_codes import ExitCode
+from spectune.base.version import __version__
 from spectune.cli.params import QUIET_HELP, add_quiet
-from spectune.exit_codes import ExitCode
-from spectune.version import __version__
 
 if TYPE_CHECKING:
-    from spectune.errors import SpectuneError
+    from spectune.base.errors import SpectuneError
 
 # name -> (module under spectune.cli, its click command, the start of its help text: what
 # `spectune --help` shows beside it). Only the module of the command that runs is imported
@@ -216,7 +216,7 @@ class SpectuneGroup(click.Group):
         sys.exit(rv if isinstance(rv, int) else ExitCode.OK)
 
     def invoke(self, ctx: click.Context) -> Any:
-        from spectune.errors import SpectuneError  # here, not at the top: `--help` never gets here
+        from spectune.base.errors import SpectuneError  # here, not at the top: `--help` never gets here
 
         try:
             return super().invoke(ctx)

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from spectune.base.errors import EXIT_CODES
 from spectune.base.limits import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_RETRIES,
@@ -24,7 +25,6 @@ from spectune.base.limits import (
 )
 from spectune.cli.options import FORMATS, prometheus_options
 from spectune.cli.params import DURATION, FiniteFloatRange
-from spectune.errors import EXIT_CODES
 
 _EPILOG = "\b\nExit codes:\n" + "\n".join(f"  {code:>2}  {meaning}" for code, _, meaning in
                                           ((0, None, "success"), *EXIT_CODES))
@@ -88,7 +88,7 @@ def observe(url: str | None, log_file: str | None, fmt: str, window: float | Non
     of series: model_name plus the --by labels.
     """
     import spectune.api as api
-    from spectune.errors import ObserveUsageError
+    from spectune.base.errors import ObserveUsageError
     from spectune.render.formats import render
 
     if sum(x is not None for x in (url, log_file, prometheus)) != 1:

@@ -124,7 +124,7 @@ class Duration(click.ParamType):
         if isinstance(value, (int, float)):
             return float(value)
         from spectune.api import window_seconds
-        from spectune.errors import ObserveUsageError
+        from spectune.base.errors import ObserveUsageError
 
         try:
             return window_seconds(value)

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from spectune.base.errors import InputError
 from spectune.base.limits import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_TOKEN_ENV,
@@ -25,7 +26,6 @@ from spectune.cli.options import (
     what_if_options,
 )
 from spectune.cli.params import DURATION, FiniteFloatRange, LazyChoice, emit_kinds
-from spectune.errors import InputError
 
 
 @click.command()
@@ -124,7 +124,7 @@ def _by_prometheus(profile: str, prometheus: str, match: tuple[str, ...], fmt: s
                    gamma_max: int | None, opts: dict[str, object]) -> None:
     """``recommend PROFILE --prometheus URL [--match LABEL=VALUE]``: one gamma table per group."""
     import spectune.api as api
-    from spectune.errors import ObserveUsageError
+    from spectune.base.errors import ObserveUsageError
 
     result = api.recommend_prometheus(profile, prometheus, match=match, gamma_max=gamma_max, **opts)
     if emit_kind:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from spectune.base.errors import InputError
 from spectune.base.limits import MAX_BATCH, MAX_CONTEXT, MAX_POINTS
 from spectune.core.acceptance import Acceptance
 from spectune.core.hardware import GPU
 from spectune.core.model import Drafter, Model, MoE
-from spectune.errors import InputError
 
 if TYPE_CHECKING:
     from spectune.core.uncertainty import FitSpread

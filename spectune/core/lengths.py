@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from spectune.base.errors import InputError
 from spectune.core.deployment import Deployment, LengthClass, Workload
-from spectune.errors import InputError
 
 
 class Doc(Protocol):

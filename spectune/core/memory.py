@@ -304,7 +304,7 @@ def require_weights_fit(model: Model, drafter: Drafter, gpu: GPU, par: Paralleli
     """The memory at one sequence of one token; InputError (exit 2) when weights and the
     engine reserve alone exceed the GPU, naming needed and available GB and the smallest
     tp that would fit."""
-    from spectune.errors import InputError
+    from spectune.base.errors import InputError
 
     mem = memory(model, drafter, gpu, par, 1, 1)
     if mem.weights_fit:

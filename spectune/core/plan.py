@@ -33,10 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from spectune.base.errors import InputError
 from spectune.core.cost.roofline import Array
 from spectune.core.recommend import Recommendation, choose
 from spectune.core.speedup import SpeedupGrid, speedup_grid
-from spectune.errors import InputError
 
 Range = tuple[int, int, int]  # (first batch size, last batch size, gamma), inclusive
 SLOWDOWN = 1e-9  # a speedup below 1 - SLOWDOWN slows the point down (as `spectune check` judges)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from spectune.base.errors import InputError
 from spectune.core.calibrate import (
     PARAMS,
     UNITS,
@@ -57,7 +58,6 @@ from spectune.documents.docspec import (
     Text,
     parse_document,
 )
-from spectune.errors import InputError
 
 KIND = "Calibration"
 SCHEMA_VERSION = 1

@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from spectune.base.errors import BadBodyFault
 from spectune.base.limits import MAX_COUNT
-from spectune.errors import BadBodyFault
 
 #: Relative slack for exact counter deltas: float rounding only.
 ROUNDING = 1e-9

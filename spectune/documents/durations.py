@@ -19,11 +19,11 @@ import math
 import re
 from typing import Any
 
+from spectune.base.errors import InputError, ObserveUsageError
 from spectune.base.limits import MAX_TPOT_SECONDS, MAX_WINDOW_SECONDS, MIN_WINDOW_SECONDS
 from spectune.documents.inputs import short
 from spectune.documents.spec_reading import Reader, describe
 from spectune.documents.spec_values import Schema, Spec, record
-from spectune.errors import InputError, ObserveUsageError
 
 #: Seconds per unit (longest names first: ``ms`` before ``m``).
 UNITS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0,

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from spectune.base.errors import BadBodyFault, ObserveUsageError
 from spectune.base.redact import clip, server_text
-from spectune.errors import BadBodyFault, ObserveUsageError
 
 #: A series' labels as a sorted tuple of (name, value) pairs, hashable.
 LabelSet = tuple[tuple[str, str], ...]

@@ -22,7 +22,7 @@ configurations all come in through here:
 * :func:`number_problem` -- what is wrong with a number (not a number, not finite, not
   whole, out of range), for every validator to phrase the same way.
 
-Every failure is an :class:`~spectune.errors.InputError` (exit 2): one line naming the
+Every failure is an :class:`~spectune.base.errors.InputError` (exit 2): one line naming the
 file, the line and, where there is one, the key.
 """
 
@@ -38,8 +38,8 @@ import stat
 import sys
 from typing import Any
 
+from spectune.base.errors import InputError
 from spectune.base.limits import MAX_DIGITS, MAX_INPUT_BYTES, MAX_JSON_DEPTH, MAX_YAML_DEPTH, MAX_YAML_NODES
-from spectune.errors import InputError
 
 #: Integers beyond this magnitude are refused before any float conversion (float(10**400) raises).
 MAX_INT_MAGNITUDE = 2**63

@@ -8,8 +8,8 @@ import difflib
 from collections.abc import Iterable
 from pathlib import Path
 
+from spectune.base.errors import InputError
 from spectune.documents.inputs import YAML_SUFFIXES
-from spectune.errors import InputError
 
 # How close a name must be to be suggested (difflib's ratio, 0..1): 0.5 is what the
 # built-in name errors of spectune.documents.profiles.builtin_path already use.

@@ -74,6 +74,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from spectune.base.errors import BadBodyFault, ObserveError, ObserveUsageError
 from spectune.base.limits import MAX_BATCH, MAX_CONTEXT, MAX_POINTS, MAX_POSITIONS
 from spectune.core.acceptance import Acceptance
 from spectune.documents.docspec import (
@@ -91,7 +92,6 @@ from spectune.documents.docspec import (
     parse_document,
 )
 from spectune.documents.families import engine_families
-from spectune.errors import BadBodyFault, ObserveError, ObserveUsageError
 
 KIND = "Observation"
 SCHEMA_VERSION = 1
@@ -473,8 +473,8 @@ def load_observation(path: str | Path) -> Observation:
 def read_document(path: str | Path) -> tuple[Any, str, dict[str, int]]:
     """The parsed YAML or JSON document of ``path`` (``-`` for stdin), its name for messages
     and the line of each key path (YAML only; empty for JSON)."""
+    from spectune.base.errors import InputError
     from spectune.documents.inputs import read_input
-    from spectune.errors import InputError
 
     name = str(path)
     try:

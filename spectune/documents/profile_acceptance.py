@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
+from spectune.base.errors import InputError
 from spectune.core.acceptance import Acceptance
 from spectune.documents.profile_spec import ACCEPTANCE_FORMS
-from spectune.errors import InputError
 
 
 class Doc(Protocol):

@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from spectune.base.errors import InputError
 from spectune.base.limits import DEFAULT_GAMMA_MAX, DEFAULT_TIE_TOLERANCE
 from spectune.core.deployment import (
     Deployment,
@@ -47,7 +48,6 @@ from spectune.documents.profile_spec import BUILTIN, COLLECTIVE_KEYS, KERNEL_KEY
 from spectune.documents.user_model import config_file, is_path, model_label, on_base
 from spectune.documents.yaml_doc import Doc, KeyPath, parse_yaml, read_doc
 from spectune.documents.yaml_doc import read_text as read_text  # re-exported: read here by other modules
-from spectune.errors import InputError
 
 
 def profiles_dir() -> Path:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from spectune.base.version import __version__
 from spectune.core.acceptance import Acceptance
 from spectune.core.cost import StepCost
 from spectune.core.cost.roofline import intensity
@@ -35,7 +36,6 @@ from spectune.documents.docspec import (
     sig,
 )
 from spectune.documents.envelope import Document
-from spectune.version import __version__
 
 if TYPE_CHECKING:  # the simulators load only when asked for (recommend cold start)
     from spectune.core.ragged import RaggedGrid

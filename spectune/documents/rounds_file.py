@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from spectune.base.errors import InputError
 from spectune.core.ragged import Rounds
 from spectune.documents.inputs import JsonProblem, json_document, parse_json
 from spectune.documents.yaml_doc import read_text
-from spectune.errors import InputError
 
 MAX_ROUNDS = 5_000_000
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from spectune.base.errors import InputError
 from spectune.documents.calibration import CALIBRATION
 from spectune.documents.check_report import CHECK_REPORT, CHECK_SET
 from spectune.documents.docspec import Kind
@@ -35,7 +36,6 @@ from spectune.documents.results import (
     STEP_COST_SWEEP,
     WIDTH_DEPTH,
 )
-from spectune.errors import InputError
 
 Schema = dict[str, Any]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from spectune.base.errors import InputError
 from spectune.documents.inputs import is_file
-from spectune.errors import InputError
 
 # The installed package (spectune/), two levels above this module (spectune/documents/).
 PACKAGE = Path(__file__).resolve().parents[1]

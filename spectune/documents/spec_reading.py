@@ -3,7 +3,7 @@ came from (:class:`Reader`), the line of every key path of a YAML node (:func:`k
 a parsed YAML or JSON text (:func:`parse_document`), and a value described for a message
 (:func:`describe`). Key paths are written ``a.b[0].c`` (:func:`key_path` joins one).
 
-Imports only spectune.errors at load (``yaml`` and spectune.documents.inputs when needed):
+Imports only spectune.base.errors at load (``yaml`` and spectune.documents.inputs when needed):
 this module loads on the ``recommend`` cold start.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from spectune.errors import InputError
+from spectune.base.errors import InputError
 
 
 def key_path(path: str, key: str) -> str:

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spectune.errors import InputError
+from spectune.base.errors import InputError
 
 if TYPE_CHECKING:
     from spectune.core.model import Model

@@ -21,8 +21,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from spectune.base.errors import BadBodyFault
 from spectune.documents.exposition import Exposition, LabelSet, Series
-from spectune.errors import BadBodyFault
 
 Select = Callable[[Series], bool]
 

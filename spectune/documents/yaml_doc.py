@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spectune.base.errors import InputError
 from spectune.documents.docspec import Kind, Reader, Spec, key_lines
 from spectune.documents.inputs import read_input, yaml_document
-from spectune.errors import InputError
 
 KeyPath = tuple[str, ...]
 

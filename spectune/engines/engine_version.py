@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
+from spectune.base.errors import InputError
 from spectune.core.deployment import Engine
-from spectune.errors import InputError
 
 _RELEASE = re.compile(r"v?(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?([.+\-]?[0-9A-Za-z.+\-]{0,40})")
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from spectune.errors import InputError
+from spectune.base.errors import InputError
 
 
 def child(node: yaml.Node | None, key: str | int) -> yaml.Node | None:

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from spectune.base.errors import InputError
 from spectune.base.limits import MAX_CONTEXT, MAX_GAMMA
 from spectune.core.deployment import Deployment
 from spectune.core.plan import Range, lookup
 from spectune.documents.inputs import JsonProblem, input_file_problem, parse_json, read_input, short
-from spectune.errors import InputError
 
 GAMMA_LIMIT = MAX_GAMMA  # largest draft length evaluated (as `recommend --gamma-max` and profiles' gamma_max)
 

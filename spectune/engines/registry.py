@@ -19,6 +19,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+from spectune.base.errors import InputError
 from spectune.core.deployment import Deployment
 from spectune.core.deployment import Engine as EngineCosts
 from spectune.core.plan import Plan
@@ -28,7 +29,6 @@ from spectune.documents.families import DEFAULT_ENGINE, engine_families
 from spectune.documents.observation import Observation
 from spectune.documents.window import Capture
 from spectune.engines.options import Configured
-from spectune.errors import InputError
 
 
 class MetricsReader(Protocol):

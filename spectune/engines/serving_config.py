@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 import spectune.engines.vllm as _vllm
+from spectune.base.errors import InputError
 from spectune.documents.families import DEFAULT_ENGINE
 from spectune.documents.inputs import input_file_problem, read_input, yaml_documents
 from spectune.documents.profiles import read_text
@@ -24,7 +25,6 @@ from spectune.engines.options import Configured, split_options
 from spectune.engines.quantization import from_args, from_config_file
 from spectune.engines.registry import ENGINES, engine_for
 from spectune.engines.shell import shell_c_script, shell_commands
-from spectune.errors import InputError
 
 
 @dataclass

@@ -11,7 +11,7 @@ import re
 import shlex
 from collections.abc import Iterator
 
-from spectune.errors import InputError
+from spectune.base.errors import InputError
 
 REDIRECTS = {"<", ">", ">>", "<<", "<>", ">&", "<&", "&>", ">|", "&>>"}
 

@@ -10,8 +10,8 @@ Public API (what ``spectune recommend --observed/--metrics-url`` uses):
 * :func:`observation_acceptance` — the measured :class:`~spectune.core.acceptance.Acceptance`;
 * :func:`observation_operating_point` — batch sizes seen (with weights) and a context estimate.
 
-Faults raise :class:`~spectune.errors.ObserveError` subclasses, each with its own
-exit code (table in :mod:`spectune.errors`).
+Faults raise :class:`~spectune.base.errors.ObserveError` subclasses, each with its own
+exit code (table in :mod:`spectune.base.errors`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the real names, for type checkers; at run time they load on first use
+    from spectune.base.errors import EXIT_CODES, ObserveError
     from spectune.documents.observation import Observation, load_observation
-    from spectune.errors import EXIT_CODES, ObserveError
     from spectune.observe.api import (
         DEFAULT_TOKEN_ENV,
         detect_engine,
@@ -49,7 +49,7 @@ _WHERE = {
     "DEFAULT_TOKEN_ENV": "spectune.observe.api", "detect_engine": "spectune.observe.api",
     "observation_acceptance": "spectune.observe.api",
     "observation_operating_point": "spectune.observe.api", "observe_url": "spectune.observe.api",
-    "EXIT_CODES": "spectune.errors", "ObserveError": "spectune.errors",
+    "EXIT_CODES": "spectune.base.errors", "ObserveError": "spectune.base.errors",
     "observe_log": "spectune.observe.log",
     "Observation": "spectune.documents.observation", "load_observation": "spectune.documents.observation",
 }

@@ -9,6 +9,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from spectune.base.errors import (
+    BadBodyFault,
+    ObserveError,
+    ObserveUsageError,
+    SpeculationNotEnabled,
+)
 from spectune.base.limits import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_RETRIES,
@@ -22,12 +28,6 @@ from spectune.documents.exposition import Exposition, has_prefix, parse_expositi
 from spectune.documents.observation import Observation, checked, iso
 from spectune.documents.window import Capture, Snapshot
 from spectune.engines.registry import ENGINES, MetricsReader
-from spectune.errors import (
-    BadBodyFault,
-    ObserveError,
-    ObserveUsageError,
-    SpeculationNotEnabled,
-)
 from spectune.observe.scrape import (
     SYSTEM_CLOCK,
     Clock,

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from spectune.base.errors import ObserveUsageError
 from spectune.base.limits import MAX_LOG_BYTES, MAX_LOG_LINE
 from spectune.documents.inputs import input_file_problem
 from spectune.documents.observation import Observation
 from spectune.engines.vllm.log import aggregate, parse_log
-from spectune.errors import ObserveUsageError
 
 
 def _bounded_lines(stream: BinaryIO, where: str) -> Iterator[str]:

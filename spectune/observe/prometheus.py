@@ -39,6 +39,15 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from spectune.base.errors import (
+    BadBodyFault,
+    NoSpeculativeTraffic,
+    ObserveError,
+    ObserveUsageError,
+    SpeculationNotEnabled,
+    TimeoutFault,
+    TLSFault,
+)
 from spectune.base.limits import MAX_PROMETHEUS_GROUPS
 from spectune.base.redact import protect, redact_url, server_text
 from spectune.documents.counts import INCREASE_SLACK
@@ -48,15 +57,6 @@ from spectune.documents.fleet_documents import FLEET
 from spectune.documents.observation import Observation, Source, Window, checked, iso
 from spectune.documents.window import Capture, Snapshot
 from spectune.engines.registry import ENGINES
-from spectune.errors import (
-    BadBodyFault,
-    NoSpeculativeTraffic,
-    ObserveError,
-    ObserveUsageError,
-    SpeculationNotEnabled,
-    TimeoutFault,
-    TLSFault,
-)
 from spectune.observe.prometheus_answer import Asked, answer_data, instant_vector, range_matrix
 from spectune.observe.scrape import _classify_connection_error, _tls_reason
 

@@ -37,10 +37,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from spectune.base.errors import BadBodyFault, HTTPStatusFault, ObserveUsageError
 from spectune.base.limits import MAX_COUNT, MAX_LABEL_CHARS
 from spectune.documents.docspec import describe
 from spectune.documents.exposition import LabelSet, Series, check_sample
-from spectune.errors import BadBodyFault, HTTPStatusFault, ObserveUsageError
 
 #: How far (seconds) an instant vector's sample time may be from the time asked: Prometheus
 #: answers with the evaluation time itself; spectune sends it with millisecond precision.

@@ -1,6 +1,6 @@
 """Fetching ``/metrics`` over HTTP(S): timeouts, bounded retries with backoff, bearer token, TLS.
 
-Every failure becomes one :mod:`spectune.errors` exception with its own exit code.
+Every failure becomes one :mod:`spectune.base.errors` exception with its own exit code.
 The bearer token is held in a field excluded from ``repr``; every message goes through
 :mod:`spectune.base.redact` (no credential in any encoding; no redirect to another host
 with them).
@@ -28,6 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from spectune.base.errors import (
+    BadBodyFault,
+    ConnectionFault,
+    DNSFault,
+    HTTPStatusFault,
+    ObserveError,
+    ObserveUsageError,
+    TimeoutFault,
+    TLSFault,
+)
 from spectune.base.limits import (
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_SECONDS,
@@ -38,16 +48,6 @@ from spectune.base.limits import (
 from spectune.base.redact import protect, redact_url, scrub, server_text
 from spectune.documents.exposition import Exposition, parse_exposition
 from spectune.documents.inputs import input_file_problem, parse_json
-from spectune.errors import (
-    BadBodyFault,
-    ConnectionFault,
-    DNSFault,
-    HTTPStatusFault,
-    ObserveError,
-    ObserveUsageError,
-    TimeoutFault,
-    TLSFault,
-)
 
 MAX_BODY_BYTES = MAX_METRICS_BYTES
 MAX_BACKOFF_SECONDS = 8.0

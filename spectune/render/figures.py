@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from spectune.errors import InputError
+from spectune.base.errors import InputError
 
 INSTALL_HINT = "pip install 'spectune[report]'"  # from an installed wheel (PyPI)
 

@@ -19,12 +19,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from spectune.base.errors import SpectuneError
+from spectune.base.version import __version__
 from spectune.core.recommend import Recommendation
 from spectune.core.uncertainty import band_words
 from spectune.documents.envelope import Document, envelope
-from spectune.errors import SpectuneError
 from spectune.render.formats import MARGINAL_LEGEND, MARGINAL_MARK, feasible, tie_rule
-from spectune.version import __version__
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;max-width:1100px;

@@ -39,10 +39,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from spectune.base.errors import InputError
+from spectune.base.version import __version__
 from spectune.core.thresholds import Band, Thresholds
 from spectune.engines.promql import select
-from spectune.errors import InputError
-from spectune.version import __version__
 
 _STRING = r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)"""  # PromQL string literals
 _MATCHER = re.compile(r"\s*[A-Za-z_][A-Za-z0-9_]*\s*(=~|!~|!=|=)\s*" + _STRING + r"\s*")

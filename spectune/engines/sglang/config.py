@@ -43,6 +43,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from spectune.base.errors import (
+    InputError,
+)
 from spectune.base.limits import MAX_BATCH, MAX_GPUS
 from spectune.core.cost.comm import AG_RS, DEEPEP_LL
 from spectune.core.deployment import Deployment
@@ -64,9 +67,6 @@ from spectune.engines.options import (
     whole_number,
 )
 from spectune.engines.sglang.defaults import BUILTIN_ADAPTIVE_CANDIDATES, SPEC_DEFAULT_MAX_RUNNING
-from spectune.errors import (
-    InputError,
-)
 
 # --------------------------------------------------------------------------- expert-parallel exchange
 #: ``--moe-a2a-backend`` and ``--deepep-mode`` choices (sglang 0.5.23 arg_groups/fields/exec_.py)

@@ -26,6 +26,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import spectune.documents.exposition as _exposition
+from spectune.base.errors import (
+    BadBodyFault,
+    NoSpeculativeTraffic,
+    ObserveUsageError,
+    SpeculationNotEnabled,
+)
 from spectune.base.limits import MAX_GAMMA
 from spectune.core.acceptance import Acceptance
 from spectune.documents.exposition import Exposition, Series
@@ -45,12 +51,6 @@ from spectune.documents.observation import (
 from spectune.documents.window import Capture, HistogramDelta, Segment, histogram_delta, split_segments
 from spectune.engines.promql import running_per_instance, select
 from spectune.engines.sglang.defaults import NAME
-from spectune.errors import (
-    BadBodyFault,
-    NoSpeculativeTraffic,
-    ObserveUsageError,
-    SpeculationNotEnabled,
-)
 
 # --------------------------------------------------------------------------- metrics
 PREFIX = "sglang:"

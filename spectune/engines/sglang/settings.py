@@ -11,6 +11,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spectune.base.errors import (
+    InputError,
+)
 from spectune.base.limits import DEFAULT_ADAPTIVE_CONFIG
 from spectune.core.plan import (
     Plan,
@@ -25,9 +28,6 @@ from spectune.core.recommend import Recommendation
 from spectune.core.tree import verify_width
 from spectune.engines.options import check_drafter
 from spectune.engines.sglang.defaults import LAUNCH, NAME, SPEC_DEFAULT_MAX_RUNNING
-from spectune.errors import (
-    InputError,
-)
 
 # What `spectune emit PROFILE KIND` writes for SGLang: kind -> what it is (the emit command's help).
 SNIPPET_KINDS: dict[str, str] = {

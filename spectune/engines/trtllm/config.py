@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from spectune.base.errors import InputError
 from spectune.base.limits import MAX_BATCH, MAX_CONTEXT, MAX_GPUS
 from spectune.core.deployment import Deployment
 from spectune.documents.inputs import short, yaml_documents
@@ -41,7 +42,6 @@ from spectune.engines.options import (
     split_options,
     whole_number,
 )
-from spectune.errors import InputError
 
 LAUNCHES = ("trtllm-serve MODEL", "python -m tensorrt_llm.commands.serve MODEL")
 CONFIG_FORM = "trtllm-config-file"

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from spectune.base.errors import BadBodyFault
 from spectune.base.limits import MAX_BATCH, MAX_COUNT
 from spectune.base.redact import clip
 from spectune.documents.exposition import Exposition, Series
@@ -74,7 +75,6 @@ from spectune.engines.trtllm.metrics import (
     RUNNING,
 )
 from spectune.engines.trtllm.releases import METRICS_MIN
-from spectune.errors import BadBodyFault
 
 #: More records than one answer can hold: the queue keeps max_stats_len (default 1000) records.
 MAX_RECORDS = 1_000_000

@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 import spectune.documents.exposition as _exposition
+from spectune.base.errors import BadBodyFault, NoSpeculativeTraffic, ObserveUsageError, SpeculationNotEnabled
 from spectune.base.limits import MAX_GAMMA, MAX_POSITIONS
 from spectune.base.redact import clip
 from spectune.core.acceptance import Acceptance
@@ -54,7 +55,6 @@ from spectune.documents.observation import (
 from spectune.documents.window import Capture, Select, counter_delta, split_segments, summed_delta
 from spectune.engines.promql import running_per_instance, select
 from spectune.engines.trtllm.releases import METRICS_MIN, NAME
-from spectune.errors import BadBodyFault, NoSpeculativeTraffic, ObserveUsageError, SpeculationNotEnabled
 
 PREFIX = "trtllm_"
 DRAFT_TOKENS = "trtllm_spec_decode_num_draft_tokens_total"

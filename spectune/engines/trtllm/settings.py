@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from spectune.base.errors import InputError
+from spectune.base.version import __version__
 from spectune.core.plan import Plan, Range, describe, off_reason, smoothing_note, static_notes
 from spectune.core.recommend import Recommendation
 from spectune.engines.options import check_drafter
@@ -26,8 +28,6 @@ from spectune.engines.trtllm.releases import (
     target_version,
     upper_bound_keys,
 )
-from spectune.errors import InputError
-from spectune.version import __version__
 
 # What `spectune emit PROFILE KIND` writes for TensorRT-LLM: kind -> what it is (the emit command's help).
 SNIPPET_KINDS: dict[str, str] = {

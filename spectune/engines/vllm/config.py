@@ -47,6 +47,7 @@ from typing import Any
 
 import yaml
 
+from spectune.base.errors import InputError
 from spectune.base.limits import MAX_GPUS
 from spectune.core.cost.comm import AG_RS, DEEPEP_LL
 from spectune.core.deployment import Deployment
@@ -72,7 +73,6 @@ from spectune.engines.options import (
     whole_number,
 )
 from spectune.engines.vllm.releases import NAME
-from spectune.errors import InputError
 
 # vLLM's deprecated MTP method names, all mapped to "mtp" (vllm/config/speculative.py).
 MTP_ALIASES = ("deepseek_mtp", "mimo_mtp", "glm4_moe_mtp", "ernie_mtp", "qwen3_next_mtp",

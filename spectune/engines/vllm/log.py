@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from spectune.base.errors import NoSpeculativeTraffic, ObserveUsageError
 from spectune.base.limits import MAX_POSITIONS
 from spectune.documents.observation import (
     AcceptanceInfo,
@@ -47,7 +48,6 @@ from spectune.documents.observation import (
     speculation,
 )
 from spectune.engines.vllm.releases import NAME
-from spectune.errors import NoSpeculativeTraffic, ObserveUsageError
 
 # `SpecDecoding metrics` log lines (vllm/v1/spec_decode/metrics.py)
 LOG_MARKER = "SpecDecoding metrics:"

@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import spectune.documents.exposition as _exposition
+from spectune.base.errors import BadBodyFault, SpeculationNotEnabled
 from spectune.base.limits import MAX_POSITIONS
 from spectune.base.redact import clip
 from spectune.documents.exposition import Exposition, Series
@@ -53,7 +54,6 @@ from spectune.documents.window import (
     histogram_delta,
 )
 from spectune.engines.promql import running_per_instance, select
-from spectune.errors import BadBodyFault, SpeculationNotEnabled
 
 # --------------------------------------------------------------------------- metrics
 PREFIX = "vllm:"

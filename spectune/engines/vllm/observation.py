@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from spectune.base.errors import NoSpeculativeTraffic, SpeculationNotEnabled
 from spectune.core.acceptance import Acceptance
 from spectune.documents.counts import check_segment
 from spectune.documents.exposition import Exposition
@@ -60,7 +61,6 @@ from spectune.engines.vllm.metrics import (
     summed_histogram,
 )
 from spectune.engines.vllm.releases import NAME
-from spectune.errors import NoSpeculativeTraffic, SpeculationNotEnabled
 
 
 def open_window(expo: Exposition, model_name: str | None) -> tuple[str | None, str]:

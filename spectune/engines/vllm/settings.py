@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from spectune.base.errors import InputError
+from spectune.base.version import __version__
 from spectune.core.plan import (
     Plan,
     describe,
@@ -27,8 +29,6 @@ from spectune.core.recommend import Recommendation
 from spectune.engines.engine_version import predates
 from spectune.engines.options import check_drafter
 from spectune.engines.vllm.releases import NAME, SCHEDULE_MIN_VLLM, min_vllm
-from spectune.errors import InputError
-from spectune.version import __version__
 
 # What `spectune emit PROFILE KIND` writes for vLLM: kind -> what it is (the emit command's help).
 SNIPPET_KINDS: dict[str, str] = {

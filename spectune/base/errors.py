@@ -1,6 +1,6 @@
 """Errors a user can cause or meet, each with the exit code the CLI returns.
 
-Exit codes live in one enum, :class:`spectune.exit_codes.ExitCode` (documented in the
+Exit codes live in one enum, :class:`spectune.base.exit_codes.ExitCode` (documented in the
 README); the ``EXIT_*`` names below are that enum's members under their old names.
 
 Faults of observing a server (``spectune observe``, ``--metrics-url``, ``--prometheus``):
@@ -28,7 +28,7 @@ code   exception                           meaning
 
 from __future__ import annotations
 
-from spectune.exit_codes import ExitCode
+from spectune.base.exit_codes import ExitCode
 
 EXIT_OK = ExitCode.OK
 EXIT_GATE_FAILED = ExitCode.GATE_FAILED
