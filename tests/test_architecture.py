@@ -19,7 +19,8 @@ to ``P.name`` too. Then:
 * the pure core (hardware, model, cost, acceptance, speedup, recommend) reaches, directly
   or through any module it imports, no file format, HTTP client or terminal library and no
   edge module (profiles, observe, emit, check, render, cli, api, ...).
-* directly in ``spectune/`` sit only ``__init__`` and ``__main__``; no submodule is named like a name its package's API loads on first use;
+* directly in ``spectune/`` sit only ``__init__`` and ``__main__``; no submodule is named like a
+  name its package's API loads on first use;
 * ``spectune/api/gate.py`` is the gate alone (at most ``CHECK_MAX_LINES`` lines), and an
   engine's option names appear in code only in its package under ``spectune/engines/``
   (the command line, which names spectune's own options after them, aside).
