@@ -10,6 +10,7 @@ docs/validation.md embeds this output: regenerate it with `python scripts/valida
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -48,4 +49,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # `... | head` ends the table quietly (the default SIGPIPE action), not with a traceback
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     main()

@@ -14,6 +14,7 @@ the first two held to the issue's decode-step band 0.90-1.10 / 15 %). docs/valid
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -84,4 +85,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # `... | head` ends the table quietly (the default SIGPIPE action), not with a traceback
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     main()
