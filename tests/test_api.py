@@ -181,6 +181,15 @@ def test_list_profiles_and_errors() -> None:
     assert {"recommend", "emit", "check", "cost"} <= set(dir(spectune))
 
 
+def test_every_builtin_engine_is_listed_with_what_it_prices() -> None:
+    """An engine's ``name`` is its identifier, so the listing shows its ``description``: which
+    releases it prices (six engines, four of them SGLang stacks of different years)."""
+    engines = spectune.list_profiles("engines")["profiles"]
+    assert {p["name"] for p in engines} >= {"vllm", "sglang", "sglang-rocm", "trtllm"}
+    for p in engines:
+        assert p["description"] != p["name"] and len(p["description"]) > len(p["name"]) + 10
+
+
 def test_api_functions_survive_the_submodules(monkeypatch: pytest.MonkeyPatch) -> None:
     """Loading every command (and through them core/recommend.py, cost/, engines/emit.py...)
     leaves ``spectune.recommend`` and the other API entries the API's functions; patching the

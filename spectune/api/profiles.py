@@ -57,7 +57,8 @@ def list_profiles(kind: str | None = None) -> Document:
         folder = examples_dir() if k == "examples" else profiles_dir() / k
         for f in sorted(folder.glob("*.yaml")):
             head = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
-            desc = head.get("name") or head.get("description") or ""
+            # an engine's name is its identifier, so its one-line description is shown
+            desc = head.get("description") or head.get("name") or ""
             rows.append({"kind": k, "name": f.stem, "description": str(desc)})
     return PROFILE_LIST.dump({"profiles": rows})
 

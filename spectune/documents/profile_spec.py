@@ -167,6 +167,7 @@ ENGINE = Obj((
     _opt("family", Choice(engine_families())),  # which engine package prices it (spectune/engines/)
     _text("version", "engine release the profile targets (`emit --engine-version` defaults to it; "
                      "vLLM before 0.24.0 gets one static gamma)"),
+    _text("description", "one line on what the profile prices (`spectune profiles list engines`)"),
     *(_us(k) for k in ENGINE_US),
     _opt("kv_block_size", Number(integer=True, minimum=1, maximum=MAX_CONTEXT,
                                  description="tokens per KV-cache block (vLLM --block-size, SGLang "
