@@ -122,7 +122,8 @@ def test_builtin_moe_models_state_their_routing_default() -> None:
 
 
 def _write(tmp_path: Path, **over: object) -> str:
-    base = {"gpu": "b200", "model": "qwen3.6-35b-a3b", "drafter": "ngram",
+    # a model whose built-in routing is uniform (no measurement published for it)
+    base = {"gpu": "b200", "model": "qwen3.5-35b-a3b", "drafter": "ngram",
             "workload": {"batch_sizes": [11], "context_lengths": [512]}, **over}
     f = tmp_path / "dep.yaml"
     f.write_text(yaml.safe_dump(base))
@@ -152,7 +153,7 @@ def test_cost_shows_the_routing_and_coactivation_cuts_depth_bytes(tmp_path: Path
                               "--coactivation", "0.5", "-o", "yaml"])
     doc = yaml.safe_load(res.output)
     assert "co-activation F = 0.5" in doc["routing"]
-    m = load_model("qwen3.6-35b-a3b")
+    m = load_model("qwen3.5-35b-a3b")
     g = load_gpu("b200")
     uni = step_cost(m, g, Parallelism(), None, 11, 2, 512).works["moe"].weight_bytes
     co_model = replace(m, routing=Routing(0.5))

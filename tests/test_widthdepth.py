@@ -19,13 +19,14 @@ from jsonschema import Draft202012Validator
 from spectune.cli.main import cli
 from spectune.core.acceptance import Acceptance
 from spectune.core.deployment import Parallelism
-from spectune.core.model import Model, Routing
+from spectune.core.model import UNIFORM, Model, Routing
 from spectune.core.widthdepth import WidthDepth, width_vs_depth
 from spectune.documents.profiles import load_gpu, load_model
 from spectune.documents.schema import SCHEMAS
 
 # The seed's co-activation is published only as a figure: 0.5 is an assumption, and the
-# threshold test below derives the co-activation at which depth starts to win.
+# threshold test below derives the co-activation at which depth starts to win. The built-in
+# model now carries a measured 0.376 (one 383-token route trace, profiles/models/qwen3.6-35b-a3b.yaml).
 F_ASSUMED = 0.5
 
 
@@ -37,7 +38,18 @@ def _wd(model: Model, alpha: float = 0.9, positions: int = 22, batch: int = 11,
 
 @pytest.fixture(scope="module")
 def qwen36() -> Model:
-    return load_model("qwen3.6-35b-a3b")
+    """The model under uniform routing (the cost model's coupon collector): each test sets
+    the co-activation it is about."""
+    return replace(load_model("qwen3.6-35b-a3b"), routing=UNIFORM)
+
+
+def test_the_builtin_model_carries_its_measured_coactivation() -> None:
+    """At the measured F = 0.376 the interview's answer turns on alpha: width below about 0.8,
+    depth at 0.9 (the threshold test below finds where for any F)."""
+    builtin = load_model("qwen3.6-35b-a3b")
+    assert builtin.routing.coactivation == pytest.approx(3.01 / 8, abs=1e-3)
+    assert _wd(builtin, 0.5).winner == "width"
+    assert _wd(builtin, 0.9).winner == "depth"
 
 
 def test_uniform_routing_width_wins_and_moves_the_same_experts(qwen36: Model) -> None:
