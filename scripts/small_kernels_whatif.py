@@ -14,7 +14,9 @@ docs/aggregated-serving.yaml and the validation split of docs/published-speedups
   MLA *module* tables, a complete self-attention forward, and spectune's attn-proj + attention
   at the same shape; ``--aic DIR`` prints that gap);
 - each of them again with FlashInfer's MoE on SGLang (``moe_kernel: flashinfer_trtllm``), what
-  SGLang runs on B200 (docs/validation.md "MoE kernels on Blackwell").
+  SGLang runs on B200 (docs/validation.md "MoE kernels on Blackwell");
+- then SGLang's DeepSeek-R1 rows with the small kernels its code launches (about 20 per MoE
+  layer, read from its source at two releases) at 2.2 us and at 1 us each.
 
 Engines with a fitted ``layer_overhead_us`` (sglang-rocm, sglang-h200-2025-03: fitted on
 DeepSeek-R1 serving runs, so holding these kernels already) are left as shipped. Nothing here
@@ -118,6 +120,47 @@ def mla_gap(aic: Path) -> None:
                           f"{mod:6.1f} us, priced {priced:5.1f} us, gap {mod - priced:+6.1f} us")
 
 
+#: Small kernels per layer of DeepSeek-V3/R1 on SGLang, B200, TP 8, default arguments, read from
+#: python/sglang/srt/models/deepseek_v2.py and the layers it calls at v0.5.6.post1 (9a327bdfc) and
+#: main of 2026-05-15 (3c2956d88, for v0.5.12): 2 fused all-reduce + residual + RMSNorm, 8 on the
+#: attention side (fp8 quantizations, q_a / kv_a norms, rope, cache write, q concat), 6 around the
+#: routed TRT-LLM-gen MoE and 4 for the shared expert: 20 per MoE layer (21 in the later release,
+#: a copy into the symmetric-memory MoE output, sgl-project/sglang#18184); 13 per dense layer.
+DEEPSEEK_SGLANG = {"moe": 20, "dense": 13}
+
+
+def deepseek_inventory(floor: float) -> None:
+    """SGLang's DeepSeek-R1 rows priced with the code-read inventory at ``floor`` seconds per
+    kernel and FlashInfer's MoE where the GPU has it (B200), per source: the inventory does not
+    differ between the two releases, the rows do."""
+    rows = [r for r in yaml.safe_load((DOCS / "aggregated-serving.yaml").read_text(encoding="utf-8"))
+            if isinstance(r, dict) and r["model"] == "deepseek-r1" and r["engine"] == "sglang"]
+    base = sv.deployment
+
+    def rewrite(dep: Deployment) -> Deployment:
+        n = dep.model.n_layers
+        moe = sum(g.count for g in dep.model.layers if isinstance(g.ffn, MoE))
+        per_pass = (moe * DEEPSEEK_SGLANG["moe"] + (n - moe) * DEEPSEEK_SGLANG["dense"]) * floor
+        eng = replace(dep.engine, moe_kernel="flashinfer_trtllm", layer_overhead=per_pass / n)
+        return replace(dep, engine=eng)
+
+    shipped = sv.evaluate(rows)
+    sv.deployment = lambda row: rewrite(base(row))
+    try:
+        priced = sv.evaluate(rows)
+    finally:
+        sv.deployment = base
+    print(f"DeepSeek-R1 on SGLang, {DEEPSEEK_SGLANG['moe']} small kernels per MoE layer at "
+          f"{floor * 1e6:.1f} us + FI MoE: mean predicted / measured, shipped -> inventory")
+    groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for p, q in zip(shipped, priced, strict=True):
+        key = (p.row["source"][:40], p.row["gpu"])
+        groups.setdefault(key, []).append((p.predicted / p.measured, q.predicted / q.measured))
+    for (source, gpu), pairs in groups.items():
+        a, b = np.mean([x for x, _ in pairs]), np.mean([y for _, y in pairs])
+        print(f"  {source:40s} {gpu:5s} n={len(pairs):2d}  {a:.3f} -> {b:.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--aic", type=Path, help="aiconfigurator-core's systems/data folder (MLA module gap)")
@@ -134,6 +177,8 @@ def main() -> None:
         for fi in (False, True):
             label = name + (" + FI MoE" if fi else "")
             print(f"{label:16s}  {run(variant(extra, fi), serving, speedups)}")
+    for floor in (FLOOR, 1e-6):  # the isolated floor, and about what PDL leaves of a launch
+        deepseek_inventory(floor)
     if args.aic:
         mla_gap(args.aic)
 
