@@ -11,6 +11,8 @@ What is robust on a noisy 2-core machine shared with other jobs, and asserted he
   throughput of each larger K is within 35% of the measured one (medians over rounds), and
   the measured K = 3 speedup at concurrency 16 lies inside the calibrated prediction's band
   (the fitted constants' standard errors and the windows' spread, spectune.core.band);
+* a window during which other processes kept more than a quarter of a core busy is measured
+  again after the machine falls quiet, and one still disturbed is neither fitted nor judged;
 * gamma* (over the served settings 0, 1 and the K predicted) is at least 2 at concurrency 1
   and at most 1 at the highest concurrency, predicted and measured alike, and wherever it is
   predicted the setting it names delivers at least 85% of the best measured throughput.
@@ -44,9 +46,10 @@ def test_closed_loop_on_a_real_vllm(tmp_path: Path) -> None:
     if not python or os.environ.get("SPECTUNE_CLOSED_LOOP") != "1":
         pytest.skip("the closed loop runs from scripts/ci_closed_loop.sh (SPECTUNE_CLOSED_LOOP=1 and "
                     "SPECTUNE_VLLM_PYTHON), not with the other vllm tests")
-    # 2 rounds keep CI under an hour (3 took 43 min on a busy machine); scripts/closed_loop.py
-    # runs 3 by default for people
-    rounds = os.environ.get("SPECTUNE_CLOSED_LOOP_ROUNDS", "2")
+    # 3 rounds, so the median sets aside one round that other work on the machine slowed (with
+    # 2, the project's CI on 2026-11-26 measured K = 3 at concurrency 1 at 1.27x against
+    # 1.71-1.92x on nine clean runs); three concurrencies keep CI under an hour (about 21 min)
+    rounds = os.environ.get("SPECTUNE_CLOSED_LOOP_ROUNDS", "3")
     predict = os.environ.get("SPECTUNE_CLOSED_LOOP_PREDICT", "3").split()
     # 256: where the 2-core CPU's step is compute-bound and speculation stops paying. 64 is
     # left to `scripts/closed_loop.py` (its default): there the model under-predicts K = 3 by
@@ -67,6 +70,11 @@ def test_closed_loop_on_a_real_vllm(tmp_path: Path) -> None:
             assert steps is not None and steps.mean_running is not None
             assert steps.mean_running == pytest.approx(c, rel=0.2), (f.name, steps.mean_running)
     rows = rep["rows"]
+    # a round whose windows other work disturbed (each measured up to three times, waiting for
+    # the machine to fall quiet) is neither fitted nor judged; the rows asserted on below must
+    # rest on at least one clean round, or the machine was too busy to judge the model at all
+    for r in rows:
+        assert r["rounds_judged"] >= 1, ("every round disturbed by other work", r, rep["disturbed"])
     # the calibrated prediction carries its band, and the measurement lies in it at
     # concurrency 16, as on every clean run so far. At 1 it did on 3 of 4 (2026-11-25: +16 %,
     # 1.87 predicted against 1.61): a 12 s window there holds about seven requests, and the
