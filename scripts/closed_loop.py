@@ -24,6 +24,7 @@ Every wait is bounded; servers are stopped by the process id this script started
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import signal
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from window_disturbance import OtherLoad, disturbance, measure_again, wait_for_quiet
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "tests" / "vllm" / "build_tiny_model.py"
@@ -184,97 +186,13 @@ class Load:
             t.join(timeout=300)
 
 
-class OtherLoad:
-    """CPU taken during a window by processes other than the server (its process group) and
-    this script (the clients): a machine busy with other work slows the server's steps, and
-    a window measured so is not what the model should be fitted or judged on."""
-
-    def __init__(self, server_pgid: int) -> None:
-        self.pgid = server_pgid
-        self.start = self._sample()
-
-    def _server(self) -> int:
-        total = 0
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open(f"/proc/{pid}/stat") as fh:
-                    rest = fh.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(rest[2]) == self.pgid:  # pgrp; utime and stime are fields 14 and 15
-                total += int(rest[11]) + int(rest[12])
-        return total
-
-    def _sample(self) -> tuple[float, float, float, float]:
-        # /proc/stat "cpu" line: user nice system idle iowait irq softirq steal. Interrupt time
-        # is left out (the clients' own loopback traffic lands there, on no process); steal,
-        # the CPU a hypervisor gave to other guests, is other work.
-        with open("/proc/stat") as fh:
-            cpu = [int(x) for x in fh.readline().split()[1:9]]
-        busy = cpu[0] + cpu[1] + cpu[2] + cpu[7]
-        mine = os.times()
-        return busy, self._server(), (mine.user + mine.system), time.monotonic()
-
-    def cores(self) -> float:
-        """Mean cores the rest of the machine kept busy since this was made."""
-        hz = os.sysconf("SC_CLK_TCK")
-        busy, srv, mine, t = self._sample()
-        other = (busy - self.start[0] - (srv - self.start[1])) / hz - (mine - self.start[2])
-        return max(other, 0.0) / max(t - self.start[3], 1e-9)
-
-
-#: Other work above this many cores during a window marks it disturbed (measured again).
-BUSY_CORES = 0.25
-#: A closed-loop window in which the server decoded the clients' requests for less than this
-#: share of the time (Little's law over the inter-token latencies, against the concurrency
-#: held) saw the server stall: clean windows here hold 0.93-0.99 of c; the project's CI on
-#: 2026-11-26 measured a K = 3 window at concurrency 1 at 0.74, and its throughput 22 % low.
-DECODING_SHARE = 0.90
-#: Attempts at a window before it is kept and marked disturbed.
-ATTEMPTS = 3
-#: Longest wait for the machine to fall quiet before a window, seconds; and over the whole run
-#: (CI must stay under an hour: two rounds took 16 min there with every window retried once).
-QUIET_WAIT = 120.0
-QUIET_BUDGET = 600.0
-_waited = [0.0]
-
-
-def wait_for_quiet(pgid: int, tag: str) -> None:
-    """Wait (bounded) until other work keeps at most BUSY_CORES busy over a 2 s sample: a
-    window started on a busy machine measures the other work, not the server."""
-    t0 = time.monotonic()
-    while True:
-        probe = OtherLoad(pgid)
-        time.sleep(2.0)
-        busy = probe.cores()
-        waited = time.monotonic() - t0
-        if busy <= BUSY_CORES or waited >= QUIET_WAIT or _waited[0] + waited >= QUIET_BUDGET:
-            break
-    if waited > 2.5:
-        print(f"  {tag}: waited {waited:.0f} s for other work to stop ({busy:.2f} cores at the end)",
-              file=sys.stderr, flush=True)
-        _waited[0] += waited
-
-
-def disturbance(busy: float, obs: Any, c: int) -> str | None:
-    """Why a window does not measure the server alone at concurrency ``c``, or None: other
-    work on the machine (``busy`` cores, :class:`OtherLoad`), or a stalled server."""
-    if busy > BUSY_CORES:
-        return f"other work kept {busy:.2f} cores busy during the window"
-    share = (obs.steps.mean_running or 0.0) / c
-    if share < DECODING_SHARE:
-        return f"the server decoded the requests for {share:.0%} of the window (a stall)"
-    return None
-
-
 def run_config(python: str, model: Path, k: int, concurrencies: list[int], window: float, warmup: float,
                max_tokens: int, out: Path, tag: str, disturbed: dict[str, str]) -> dict[int, Path]:
     """Serve K (0 = off), observe one window per concurrency; the observation files. A window
     during which other work kept more than BUSY_CORES busy is measured again (after waiting for
-    the machine to fall quiet), up to ATTEMPTS times, as is one in which the server stalled;
-    one still disturbed is noted in ``disturbed`` (file name -> why)."""
+    the machine to fall quiet), as is one in which the server stalled (scripts/window_disturbance.py:
+    up to three attempts, twelve re-measured windows a run); one still disturbed is noted in
+    ``disturbed`` (file name -> why)."""
     from spectune.observe import observe_url
     from spectune.render.formats import render
 
@@ -285,7 +203,7 @@ def run_config(python: str, model: Path, k: int, concurrencies: list[int], windo
             load = Load(srv.base, c, max_tokens)
             try:
                 latency = load.warm_up(warmup)
-                for attempt in range(ATTEMPTS):
+                for attempt in itertools.count():
                     if attempt:
                         wait_for_quiet(srv.proc.pid, f"{tag} c={c}")
                     load.align(bound=2 * latency + 10)
@@ -296,9 +214,11 @@ def run_config(python: str, model: Path, k: int, concurrencies: list[int], windo
                     why = disturbance(other.cores(), obs, c)
                     if why is None:
                         break
-                    last = attempt == ATTEMPTS - 1
-                    print(f"  {tag} c={c}: {why}" + (": kept, and marked disturbed" if last else
-                                                      ": measuring it again"), file=sys.stderr, flush=True)
+                    again = measure_again(attempt)
+                    said = ": measuring it again" if again else ": kept, and marked disturbed"
+                    print(f"  {tag} c={c}: {why}{said}", file=sys.stderr, flush=True)
+                    if not again:
+                        break
             finally:
                 load.stop()
             cfg = spec_config(k)
