@@ -6,14 +6,17 @@ For each round, the configurations (speculation off, n-gram K = 1, the K's calib
 (``--calibrate-on``, default 1) and every K to predict)
 are served one after another (order reversed every other round, so slow drift on a
 shared machine does not favour one), and each is loaded by closed-loop clients at every
-concurrency; `spectune observe` records each window. Then:
+concurrency; `spectune observe` records each window, which starts the clients' prompt
+sequence afresh (every setting is judged on the same prompts). A window that other work or a
+stalled server disturbed is measured again (scripts/window_disturbance.py); one still
+disturbed is neither fitted nor judged. Then:
 
 1. ``spectune init --gpu cpu --model MODEL_DIR`` writes the profile;
 2. ``spectune calibrate`` fits it on the speculation-off and ``--calibrate-on`` windows only;
 3. spectune predicts throughput and speedup of each K at each concurrency (at the observed
    batch and context of the plain window, with the acceptance and drafting seen at the
    deepest K calibrated on);
-4. the K windows measure them. Medians over rounds; the table and a JSON report are printed
+4. the K windows measure them. Medians over the rounds judged; the table and a JSON report are printed
    (``--json FILE``). gamma* is compared over the measured settings {0, 1, K...}: the
    smallest within 3 % of the best, and "right" when the setting predicted delivers the
    measured best to that 3 % (identical windows differ by several percent here).
