@@ -66,7 +66,7 @@ def test_align_restarts_the_prompt_sequence(server: tuple[str, list[tuple[float,
     ps = cl.prompts(64)
     load = cl.Load(base, c, max_tokens=4)
     try:
-        load.warm_up(0.6)
+        load.warm_up(1.0)
         before = len(seen)
         assert before > c  # the warm-up went past the sequence's start
         t0 = time.monotonic()
@@ -76,8 +76,12 @@ def test_align_restarts_the_prompt_sequence(server: tuple[str, list[tuple[float,
         load.stop()
     assert not load.errors
     after = [p for t, p in seen if t >= t0]
-    # the c requests in flight at the call finish first; every request sent after it follows
-    # the sequence from its start
-    restarted = after[after.index(ps[0]):]
-    assert len(restarted) >= 2 * c
-    assert sorted(restarted[:2 * c], key=ps.index) == ps[:2 * c]
+    # the restarted sequence's first 2c prompts all arrive among the first 4c after the call: up
+    # to c requests sent before it arrive first, and c clients racing to send reorder their
+    # arrivals by up to c - 1 places (the warm-up sent far more than 4c, so prompts from the old
+    # sequence's position cannot pass for them)
+    assert before > 4 * c
+    assert set(ps[:2 * c]) <= set(after[:4 * c])
+    if c == 1:  # one client: the restarted sequence arrives in order
+        restarted = after[after.index(ps[0]):]
+        assert restarted[:2] == ps[:2]
