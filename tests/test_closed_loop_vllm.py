@@ -13,20 +13,25 @@ What is robust on a noisy 2-core machine shared with other jobs, and asserted he
   (the fitted constants' standard errors and the windows' spread, spectune.core.band);
 * a window during which other processes kept more than a quarter of a core busy is measured
   again after the machine falls quiet, and one still disturbed is neither fitted nor judged;
-* gamma* (over the served settings 0, 1 and the K predicted) is at least 2 at concurrency 1
-  and at most 1 at the highest concurrency, predicted and measured alike, and wherever it is
-  predicted the setting it names delivers at least 85% of the best measured throughput.
+* gamma* (over the served settings 0, 1 and the K predicted) is at least 2 at concurrency 1,
+  predicted and measured alike; wherever it is predicted the setting it names delivers at
+  least 85% of the best measured throughput; and K = 3's speedup falls from concurrency 1 to
+  16, predicted and measured alike.
 
-The highest concurrency is 256 (vLLM's ``--max-num-seqs`` raised to match): on this machine
-(AMX bf16, a 95M-parameter model) a decode step costs 18-25 ms plus about 0.5 ms per token
-verified, so n-gram K = 1 and K = 3 still pay at 64 concurrent requests (measured
-1.1-1.2x) and at 128 (1.08x for K = 1), and stop paying only at 256 (0.87x measured for
-K = 1 and K = 3 in a probe on 2026-11-23: the plain step of 130 ms is 0.5 ms per token
-already, so verifying twice the tokens costs nearly twice the time).
+CI judges concurrency 1 and 16, the two points issue 20 names, calibrated on windows at those
+two. Where speculation stops paying depends on the CPU: on the Intel machine with AMX bf16
+that ran CI until 2026-11-25, n-gram K = 3 still paid 1.3-1.4x at 16 and 1.2x at 64 and lost
+only at 256 (0.8x); on the AMD EPYC (Zen 4, AVX-512-BF16, no AMX) of 2026-11-26 it loses at 16
+already (0.79-0.89x). There, a calibration fitted across 1, 16 and 256 predicted 1.06x at 16
+(gamma* 3 where plain decode was best): the model's step does not bend the way this CPU's
+does between 16 and 256 (plain windows +0.8..+18 % at 16, -5..-10 % at 256). That sweep stays
+in `scripts/closed_loop.py` (its default: 1, 16, 64, 256), a known miss the CHANGELOG and
+README report.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -48,14 +53,11 @@ def test_closed_loop_on_a_real_vllm(tmp_path: Path) -> None:
                     "SPECTUNE_VLLM_PYTHON), not with the other vllm tests")
     # 3 rounds, so the median sets aside one round that other work on the machine slowed (with
     # 2, the project's CI on 2026-11-26 measured K = 3 at concurrency 1 at 1.27x against
-    # 1.71-1.92x on nine clean runs); three concurrencies keep CI under an hour (about 21 min)
+    # 1.71-1.92x on nine clean runs); two concurrencies keep the stage near 15 min
     rounds = os.environ.get("SPECTUNE_CLOSED_LOOP_ROUNDS", "3")
     predict = os.environ.get("SPECTUNE_CLOSED_LOOP_PREDICT", "3").split()
-    # 256: where the 2-core CPU's step is compute-bound and speculation stops paying. 64 is
-    # left to `scripts/closed_loop.py` (its default): there the model under-predicts K = 3 by
-    # 14-19 % on every run so far (its plain step low, its speculative step high by 7-16 %),
-    # outside the calibrated band, a known miss the CHANGELOG and README report
-    conc = os.environ.get("SPECTUNE_CLOSED_LOOP_CONCURRENCY", "1 16 256").split()
+    # concurrency 1 and 16, the points issue 20 judges (the docstring says why not 256 and 64)
+    conc = os.environ.get("SPECTUNE_CLOSED_LOOP_CONCURRENCY", "1 16").split()
     report = tmp_path / "report.json"
     cmd = [sys.executable, str(ROOT / "scripts" / "closed_loop.py"), "--vllm-python", python,
            "--work", str(tmp_path), "--rounds", rounds, "--predict", *predict, "--concurrency", *conc,
@@ -91,8 +93,12 @@ def test_closed_loop_on_a_real_vllm(tmp_path: Path) -> None:
         assert measured[r["gamma_star_predicted"]] >= 0.85 * max(measured.values()), r
     one = [r for r in rows if r["concurrency"] == min(rep["concurrency"])]
     assert all(r["gamma_star_predicted"] >= 2 and r["gamma_star_measured"] >= 2 for r in one), one
-    top = [r for r in rows if r["concurrency"] == max(rep["concurrency"])]
-    assert all(r["gamma_star_predicted"] <= 1 and r["gamma_star_measured"] <= 1 for r in top), top
+    # the gain falls as the batch grows, predicted and measured alike, on any CPU
+    for k in {r["K"] for r in rows}:
+        by_c = sorted((r for r in rows if r["K"] == k), key=lambda r: r["concurrency"])
+        for lo, hi in itertools.pairwise(by_c):
+            assert hi["predicted_speedup"] < lo["predicted_speedup"], (lo, hi)
+            assert hi["measured_speedup"] < lo["measured_speedup"], (lo, hi)
     out = os.environ.get("SPECTUNE_CLOSED_LOOP_REPORT")
     if out:
         Path(out).write_text(json.dumps(rep, indent=1) + "\n")
