@@ -11,7 +11,8 @@ sequence afresh (every setting is judged on the same prompts). A window that oth
 stalled server disturbed is measured again (scripts/window_disturbance.py); one still
 disturbed is neither fitted nor judged. Then:
 
-1. ``spectune init --gpu cpu --model MODEL_DIR`` writes the profile;
+1. ``spectune init --gpu cpu --model MODEL_DIR`` writes the profile, with this host's GEMM curve
+   (scripts/cpu_gemm.py times the model's GEMMs before any server runs; ``host_profile``);
 2. ``spectune calibrate`` fits it on the speculation-off and ``--calibrate-on`` windows only;
 3. spectune predicts throughput and speedup of each K at each concurrency (at the observed
    batch and context of the plain window, with the acceptance and drafting seen at the
@@ -46,6 +47,8 @@ from window_disturbance import OtherLoad, disturbance, measure_again, wait_for_q
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "tests" / "vllm" / "build_tiny_model.py"
+CPU_GEMM = ROOT / "scripts" / "cpu_gemm.py"
+FIT_KERNELS = ROOT / "scripts" / "fit_kernels.py"
 SERVED = "closed-loop-llama"
 
 
@@ -291,6 +294,29 @@ def gamma_star(profile: Path, calib: Path, obs_spec: Any, obs_off: Any, choices:
                          for k in choices})
 
 
+def host_profile(work: Path, model: Path) -> str:
+    """The deployment profile the fit reads: ``spectune init --gpu cpu``, with the cpu device's
+    GEMM curve measured on this host when ``work`` holds ``gemm.csv`` (scripts/cpu_gemm.py,
+    fitted by ``scripts/fit_kernels.py --cpu-gemm``). Without it the device keeps a GPU's curve,
+    whose efficiency climbs over ~200 rows (H100's m_half 207): on a CPU, where oneDNN is linear
+    in rows from a few rows on (m_half 1.8 on the AMD host of 2026-11-26), that priced the extra
+    rows of a K = 3 verify 8-17 % cheap at concurrency 16. Calibration then fits the level."""
+    import yaml
+
+    text = spectune("init", "--gpu", "cpu", "--model", str(model), "--name", "closed-loop")
+    gemm = work / "gemm.csv"
+    if not gemm.is_file():
+        return text
+    fitted = subprocess.run([sys.executable, str(FIT_KERNELS), "--cpu-gemm", str(gemm)], capture_output=True,
+                            text=True, timeout=300, check=True)
+    doc = yaml.safe_load(text)
+    cpu = yaml.safe_load((ROOT / "profiles" / "gpus" / "cpu.yaml").read_text(encoding="utf-8"))
+    doc["gpu"] = {**cpu, "kernels": yaml.safe_load(fitted.stdout)["kernels"]}
+    print(fitted.stderr.strip(), file=sys.stderr)
+    return ("# spectune init --gpu cpu, with this host's GEMM curve (scripts/closed_loop.py host_profile)\n"
+            + yaml.safe_dump(doc, sort_keys=False))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vllm-python", default=os.environ.get("SPECTUNE_VLLM_PYTHON"))
@@ -320,6 +346,10 @@ def main() -> None:
     model = a.model_dir or a.work / "model"
     if not (model / "config.json").is_file() and not a.analyse_only:
         subprocess.run([a.vllm_python, str(BUILD), str(model), "--size", "medium"], check=True, timeout=600)
+    if not a.analyse_only and not (a.work / "gemm.csv").is_file():
+        # this host's GEMMs at the model's shapes, timed before any server runs (about 20 s)
+        subprocess.run([a.vllm_python, str(CPU_GEMM), str(model / "config.json"), "--out",
+                        str(a.work / "gemm.csv")], check=True, timeout=900)
 
     from spectune.documents.observation import load_observation
 
@@ -346,7 +376,7 @@ def main() -> None:
 
     profile = a.work / "profile.yaml"
     if not (a.analyse_only and profile.is_file() and not (model / "config.json").is_file()):
-        profile.write_text(spectune("init", "--gpu", "cpu", "--model", str(model), "--name", "closed-loop"))
+        profile.write_text(host_profile(a.work, model))
     # a window measured while other work held the machine is said, and not fitted
     fitted = (0, *a.calibrate_on)
     calib_files = [str(f) for (_, k, _), f in sorted(obs.items()) if k in fitted and f.name not in disturbed]
