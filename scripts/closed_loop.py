@@ -3,7 +3,7 @@
     python scripts/closed_loop.py --vllm-python /path/to/vllm-venv/bin/python [--rounds 3]
 
 For each round, the configurations (speculation off, n-gram K = 1, the K's calibrated on
-(``--calibrate-on``, default 1) and every K to predict)
+(``--calibrate-on``, default 1 and 2) and every K to predict)
 are served one after another (order reversed every other round, so slow drift on a
 shared machine does not favour one), and each is loaded by closed-loop clients at every
 concurrency; `spectune observe` records each window, which starts the clients' prompt
@@ -18,7 +18,7 @@ disturbed is neither fitted nor judged. Then:
    batch and context of the plain window, with the acceptance and drafting seen at the
    deepest K calibrated on);
 4. the K windows measure them. Medians over the rounds judged; the table and a JSON report are printed
-   (``--json FILE``). gamma* is compared over the measured settings {0, 1, K...}: the
+   (``--json FILE``). gamma* is compared over every measured setting {0, 1, 2, K...}: the
    smallest within 3 % of the best, and "right" when the setting predicted delivers the
    measured best to that 3 % (identical windows differ by several percent here).
 
@@ -326,7 +326,10 @@ def main() -> None:
     # max_num_seqs is raised to 256 to match)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64, 256])
     ap.add_argument("--predict", type=int, nargs="+", default=[3])
-    ap.add_argument("--calibrate-on", type=int, nargs="+", default=[1],
+    # two widths: with one, a verify row's cost and a speculative sequence's cost move together
+    # and the fit cannot tell them apart (the cost of K = 3's extra rows is then a guess); K = 2
+    # also shows how often n-gram drafts run short and positions past 1 accept
+    ap.add_argument("--calibrate-on", type=int, nargs="+", default=[1, 2],
                     help="speculative K's whose windows the fit reads (the deepest gives the acceptance "
                          "and drafting the predictions use; K >= 2 shows how often n-gram drafts run short)")
     ap.add_argument("--rounds", type=int, default=3)
@@ -416,6 +419,7 @@ def main() -> None:
                          "gamma_star_right": measured[g_pred] >= max(measured.values()) / (1 + TIE),
                          "measured_tok_s_off": round(measured[0], 1),
                          "measured_tok_s_k1": round(measured[1], 1),
+                         "measured_tok_s_by_k": {str(x): round(v, 1) for x, v in measured.items()},
                          "rounds_judged": len(clean),
                          "measured_speedup_per_round": [
                              round(throughput(loaded[(r, k, c)]) / throughput(loaded[(r, 0, c)]), 3)

@@ -7,13 +7,13 @@ What is robust on a noisy 2-core machine shared with other jobs, and asserted he
 * the operating point from Little's law over the inter-token latencies sits at the
   concurrency the clients held (plain windows: the mean within 20% of c), where sampling
   the running-requests gauge can miss it;
-* calibrated only on speculation-off and n-gram K = 1 windows, spectune's predicted
-  throughput of each larger K is within 35% of the measured one (medians over rounds), and
+* calibrated only on speculation-off and n-gram K = 1 and K = 2 windows, spectune's predicted
+  throughput of K = 3 is within 35% of the measured one (medians over rounds), and
   the measured K = 3 speedup at concurrency 16 lies inside the calibrated prediction's band
   (the fitted constants' standard errors and the windows' spread, spectune.core.band);
 * a window during which other processes kept more than a quarter of a core busy is measured
   again after the machine falls quiet, and one still disturbed is neither fitted nor judged;
-* gamma* (over the served settings 0, 1 and the K predicted) is at least 2 at concurrency 1
+* gamma* (over the served settings 0, 1, 2 and the K predicted) is at least 2 at concurrency 1
   and at most 1 at the highest concurrency, predicted and measured alike; wherever it is
   predicted the setting it names delivers at least 85% of the best measured throughput; and
   K = 3's speedup falls as the concurrency grows, predicted and measured alike.
@@ -26,6 +26,11 @@ There the model first over-predicted K = 3 at 16 by 23-26 %: the cpu device pric
 GPU's curve (efficiency climbing over ~200 rows), so a verify's extra rows looked nearly free.
 scripts/closed_loop.py now times this host's GEMMs (scripts/cpu_gemm.py, about 20 s, before
 any server runs) and prices the step on that curve (oneDNN here: linear from a few rows on).
+Calibrated on K = 1 alone, the model then under-predicted K = 3 by 9-14 % at every concurrency
+(the project's CI of 2026-11-26: 0.74x against 0.87x at 16, outside the band): one verify width
+cannot tell a verify row's cost from a speculative sequence's, and this host's K = 1 step is
+dearer than its K = 2 and K = 3 steps at concurrency 1 (19-21 ms against 15-17, plain 15-16),
+which the fit took for a per-step speculation overhead. So the fit reads K = 1 and K = 2.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ def test_closed_loop_on_a_real_vllm(tmp_path: Path) -> None:
     if not python or os.environ.get("SPECTUNE_CLOSED_LOOP") != "1":
         pytest.skip("the closed loop runs from scripts/ci_closed_loop.sh (SPECTUNE_CLOSED_LOOP=1 and "
                     "SPECTUNE_VLLM_PYTHON), not with the other vllm tests")
-    # 2 rounds at three concurrencies: about 26 min on the AMD host (3 rounds took 40); a round
+    # 2 rounds of four settings at three concurrencies: about 35 min on the AMD host; a round
     # disturbed by other work is measured again (scripts/window_disturbance.py), and a row must
     # rest on at least one clean round
     rounds = os.environ.get("SPECTUNE_CLOSED_LOOP_ROUNDS", "2")
@@ -59,10 +64,11 @@ def test_closed_loop_on_a_real_vllm(tmp_path: Path) -> None:
     # under-predicted K = 3 there by 14-19 % on every run, a known miss the README reports
     conc = os.environ.get("SPECTUNE_CLOSED_LOOP_CONCURRENCY", "1 16 256").split()
     report = tmp_path / "report.json"
+    calibrate_on = os.environ.get("SPECTUNE_CLOSED_LOOP_CALIBRATE_ON", "1 2").split()
     cmd = [sys.executable, str(ROOT / "scripts" / "closed_loop.py"), "--vllm-python", python,
            "--work", str(tmp_path), "--rounds", rounds, "--predict", *predict, "--concurrency", *conc,
-           "--json", str(report)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=3000, check=False)
+           "--calibrate-on", *calibrate_on, "--json", str(report)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=4200, check=False)
     print(res.stdout)
     assert res.returncode == 0, res.stderr[-5000:]
     rep = json.loads(report.read_text())
@@ -78,18 +84,17 @@ def test_closed_loop_on_a_real_vllm(tmp_path: Path) -> None:
     for r in rows:
         assert r["rounds_judged"] >= 1, ("every round disturbed by other work", r, rep["disturbed"])
     # the calibrated prediction carries its band, and the measurement lies in it at
-    # concurrency 16, as on every clean run so far. At 1 it did on 3 of 4 (2026-11-25: +16 %,
-    # 1.87 predicted against 1.61): a 12 s window there holds about seven requests, and the
-    # K = 3 server's position-1 acceptance (0.55) fell below the K = 1 server's (0.64) that the
-    # prediction uses; the band carries the constants' and the steps' spread, not acceptance's
+    # concurrency 16 (calibrated on K = 1 alone it did not once on the AMD host: 0.74x, band
+    # 0.66-0.83, against 0.87x). At 1 it is not asserted: a 12 s window there holds about seven
+    # requests, and the K = 3 server's acceptance moves from the calibrated one's by more than
+    # the band carries (2026-11-25: +16 %, position 1 at 0.55 against 0.64)
     for r in rows:
         assert r["predicted_low"] < r["predicted_speedup"] < r["predicted_high"], r
         if r["concurrency"] == 16:
             assert r["in_band"], r
     for r in rows:
         assert abs(r["throughput_error"]) <= 0.35, r
-        measured = {0: r["measured_tok_s_off"], 1: r["measured_tok_s_k1"]}
-        measured.update({x["K"]: x["measured_tok_s"] for x in rows if x["concurrency"] == r["concurrency"]})
+        measured = {int(k): v for k, v in r["measured_tok_s_by_k"].items()}
         assert measured[r["gamma_star_predicted"]] >= 0.85 * max(measured.values()), r
     one = [r for r in rows if r["concurrency"] == min(rep["concurrency"])]
     assert all(r["gamma_star_predicted"] >= 2 and r["gamma_star_measured"] >= 2 for r in one), one
