@@ -69,6 +69,16 @@ MEDIUM = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_s
           "max_position_embeddings": 1024, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
 
 
+#: The cpu device with a GPU's GEMM curve (efficiency climbing over ~200 rows, H100's m_half:
+#: spectune.core.cost.kernels.default_kernels), as profiles/gpus/cpu.yaml priced before it
+#: carried a CPU's measured curve. On it a cost per sequence and the GEMMs' cost per row grow
+#: differently with the batch, so windows made by known constants can show every one of them,
+#: which the recovery tests below need. On a CPU's curve (linear in rows from ~4 rows on) they
+#: grow alike and plain windows cannot tell them apart (test_a_cpu_curve_...).
+SEPARABLE = {k: v for k, v in yaml.safe_load((Path(__file__).parents[1] / "profiles" / "gpus" / "cpu.yaml")
+                                             .read_text(encoding="utf-8")).items() if k != "kernels"}
+
+
 def _cpu_deployment(**over: object):  # type: ignore[no-untyped-def]
     doc = {"gpu": "cpu", "model": {"hf_config": MEDIUM}, "drafter": "ngram",
            "engine": "vllm", "workload": {"batch_sizes": [1, 4, 16], "context_lengths": [256]}, **over}
@@ -99,7 +109,7 @@ def test_fit_reproduces_the_steps_that_made_it() -> None:
     (the fixed cost per pass and per speculative step: the intercepts). Per-sequence,
     per-token and roofline terms trade off against each other on so few windows, so they
     are not pinned here."""
-    dep = _cpu_deployment()
+    dep = _cpu_deployment(gpu=SEPARABLE)
     f = fit(dep, _windows(dep))
     got = {c.name: c for c in f.constants}
     assert max(abs(r) for r in f.residuals) < 1e-3
@@ -114,6 +124,25 @@ def test_fit_reproduces_the_steps_that_made_it() -> None:
     # the model drafter's pass cost cannot show in n-gram windows: default kept, said so
     assert not got["draft_pass_overhead"].identified
     assert got["draft_pass_overhead"].value == get_constants(dep)["draft_pass_overhead"]
+
+
+def test_a_cpu_curve_prices_rows_linearly_and_keeps_unseparable_costs_unfitted() -> None:
+    """profiles/gpus/cpu.yaml carries a CPU's measured GEMM curve: from a few rows on, the
+    GEMMs' time grows with the rows (a GPU's barely moves from 4 to 64), so a cost per
+    sequence and one per row grow alike in plain windows. Windows made with both: the fit
+    does not claim the per-sequence cost, and its step still stays within 5 % of every window."""
+    dep, gpu = _cpu_deployment(), _cpu_deployment(gpu=SEPARABLE)
+    assert dep.gpu.kernels is not None and gpu.gpu.kernels is None
+    b = np.array([4.0, 64.0])
+
+    def steps(d):  # type: ignore[no-untyped-def]
+        return step_cost(d.model, d.gpu, d.parallelism, d.engine, b, 1.0, 300.0).seconds
+
+    assert steps(dep)[1] / steps(dep)[0] > 2 * steps(gpu)[1] / steps(gpu)[0]
+    f = fit(dep, _windows(dep))
+    got = {c.name: c for c in f.constants}
+    assert not got["sequence_cost"].identified
+    assert max(abs(r) for r in f.residuals) < 0.05
 
 
 def test_calibration_moves_a_gpu_with_measured_kernels() -> None:
@@ -188,10 +217,11 @@ def test_ngram_priced_at_the_observed_draft_share() -> None:
 
 def _observation_files(tmp: Path) -> list[str]:
     """Observation documents of one server at three batches, speculation off and on, whose
-    step times the TRUE constants produce (built on the real scrape's document)."""
+    step times the TRUE constants produce on the SEPARABLE device (built on the real scrape's
+    document)."""
     base = _fixture_observation()
     assert base.steps is not None
-    dep = _cpu_deployment()
+    dep = _cpu_deployment(gpu=SEPARABLE)
     files = []
     for w in _windows(dep):
         steps = replace(base.steps, sequences_per_step=w.batch, verify_width=w.width,
@@ -203,14 +233,15 @@ def _observation_files(tmp: Path) -> list[str]:
     return files
 
 
-def _profile(tmp: Path) -> Path:
+def _profile(tmp: Path, gpu: dict | None = None) -> Path:
+    """``spectune init --gpu cpu`` for the medium Llama (its device replaced by ``gpu``)."""
     cfg = tmp / "medium" / "config.json"
     cfg.parent.mkdir(exist_ok=True)
     cfg.write_text(json.dumps(MEDIUM))
     res = CliRunner().invoke(cli, ["init", "--gpu", "cpu", "--model", str(cfg.parent)])
     assert res.exit_code == 0, res.output
     p = tmp / "p.yaml"
-    p.write_text(res.stdout)
+    p.write_text(res.stdout if gpu is None else yaml.safe_dump({**yaml.safe_load(res.stdout), "gpu": gpu}))
     return p
 
 
@@ -218,7 +249,7 @@ def test_calibrate_cli_document_and_recommend(tmp_path: Path) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     from spectune.documents.schema import schema_for
 
-    p = _profile(tmp_path)
+    p = _profile(tmp_path, gpu=SEPARABLE)
     files = _observation_files(tmp_path)
     res = CliRunner().invoke(cli, ["calibrate", *files, "--profile", str(p), "-o", "yaml"])
     assert res.exit_code == 0, res.output
@@ -257,7 +288,7 @@ def test_calibrate_cli_document_and_recommend(tmp_path: Path) -> None:
         assert cells and {(int(b), int(c)): (int(g), float(x)) for b, c, g, x in cells} == want
 
 
-@pytest.mark.parametrize("case", ["one-window", "log", "not-calibration", "bad-value"])
+@pytest.mark.parametrize("case", ["one-window", "log", "not-calibration", "bad-value", "bad-unfitted-value"])
 def test_bad_calibration_input_exits_2(tmp_path: Path, case: str) -> None:
     p = _profile(tmp_path)
     files = _observation_files(tmp_path)
@@ -272,10 +303,12 @@ def test_bad_calibration_input_exits_2(tmp_path: Path, case: str) -> None:
     else:
         res = CliRunner().invoke(cli, ["calibrate", *files, "--profile", str(p), "-o", "yaml"])
         doc = yaml.safe_load(res.stdout)
-        doc["constants"][0]["value"] = -1
+        # a constant the fit kept at its default is not applied, but is read by the same rules
+        i = [c["identified"] for c in doc["constants"]].index(case == "bad-value")
+        doc["constants"][i]["value"] = -1
         bad = tmp_path / "bad.yaml"
         bad.write_text(yaml.safe_dump(doc))
-        args, says = ["recommend", str(p), "--calibration", str(bad)], "constants[0].value"
+        args, says = ["recommend", str(p), "--calibration", str(bad)], f"constants[{i}].value"
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 2, res.output
     assert says in res.stderr and "Traceback" not in res.output

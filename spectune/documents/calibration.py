@@ -210,14 +210,16 @@ def calibration_from_dict(doc: Any, where: str, lines: dict[str, int] | None = N
     stderrs: dict[str, float] = {}
     for i, row in enumerate(d["constants"]):
         name, v = row["name"], row["value"]
+        # a constant not fitted keeps its default (some are 0) and is not applied, but is
+        # still read by the same rules as a fitted one: nothing in the file is waved through
+        if v < 0 or (row["identified"] and v == 0):  # a fitted zero would price a step as free
+            raise r.fail(f"constants[{i}].value", f"expected a positive number, got {v!r}")
+        if UNITS[name] == "fraction" and v > 1:
+            raise r.fail(f"constants[{i}].value", f"expected a fraction in (0, 1], got {v!r}")
         if not row["identified"]:
             continue
         if row["stderr"] is not None and row["stderr"] > 0:
             stderrs[name] = row["stderr"] * (1e-6 if UNITS[name] == "us" else 1.0)
-        if v <= 0:  # a fitted constant of zero would price a step as free
-            raise r.fail(f"constants[{i}].value", f"expected a positive number, got {v!r}")
-        if UNITS[name] == "fraction" and v > 1:
-            raise r.fail(f"constants[{i}].value", f"expected a fraction in (0, 1], got {v!r}")
         values[name] = v * (1e-6 if UNITS[name] == "us" else 1.0)
     drafting = d["drafting"]
     if drafting is not None:
