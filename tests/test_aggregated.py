@@ -105,6 +105,45 @@ def test_prefill_is_priced_once_whatever_the_budget() -> None:
     assert float(tight) > float(roomy) > 0
 
 
+def test_a_prompts_attention_costs_the_same_whatever_the_decode_batch() -> None:
+    """The prompts' attention is priced per prompt and repeated for the prompts arriving per
+    step: per prompt it does not depend on the decode batch. (It was once priced as a step of
+    a fractional batch, m B / OSL "sequences", which the MLA kernel's decode parallelism
+    discount, P / (P + 0.96), priced at 2.2 s a 7k-token DeepSeek-R1 prompt at batch 1 and
+    0.11 s at batch 64 on 8x B200.)"""
+    model, gpu = load_model("deepseek-r1"), load_gpu("b200")
+    B = np.array([1.0, 4.0, 64.0])
+    prefill = prefill_cost(model, gpu, Parallelism(tp=8), None, (LengthClass(7373, 922),), B, 1.0,
+                           7834.0, 1.0, budget=65_536).seconds
+    per_prompt = prefill / (B / 922.0)  # B / OSL prompts arrive per step
+    # per prompt within 25 % (103, 102, 88 ms): a step carrying a prompt reads the weights once
+    # for its decode rows and the prompt's, so at batch 64 the prompt's GEMMs add a little
+    # less over the decode step's own; the fractional-batch pricing varied 20x (2248 -> 114)
+    assert per_prompt.max() / per_prompt.min() < 1.25
+    assert np.all(per_prompt > 0.05) and np.all(per_prompt < 0.2)  # seconds, 61 layers at TP 8
+
+
+def test_mla_prefills_in_its_uncompressed_form() -> None:
+    """A prefill runs MLA as multi-head attention over K and V expanded from the latent (the
+    engines' "MHA for prefill, MQA for decode"): 2 * heads * (qk 192 + v 128) FLOP per
+    query-context pair for DeepSeek-V3, not the absorbed 2 * heads * (2 * 512 + 64), 3.4x more."""
+    from spectune.core.cost.attention import attention_work, prompt_attention_work
+
+    model = load_model("deepseek-v3")
+    att = model.distinct_layers()[0].attention
+    par = Parallelism(tp=8)
+    L, S = 4096.0, 2048.0
+    (mha,) = prompt_attention_work(att, model, par, L, S).values()
+    (absorbed,) = attention_work(att, model, par, 1.0, L, S).values()
+    assert float(mha.flops) == pytest.approx(2 * 16 * (192 + 128) * L * S)
+    assert float(absorbed.flops) / float(mha.flops) == pytest.approx((2 * 512 + 64) / 320)
+    gqa = load_model("llama-3.1-8b")
+    g = gqa.distinct_layers()[0].attention  # other kinds keep their one form
+    (a,) = prompt_attention_work(g, gqa, Parallelism(), L, S).values()
+    (b,) = attention_work(g, gqa, Parallelism(), 1.0, L, S).values()
+    assert float(a.flops) == float(b.flops)
+
+
 # --------------------------------------------------------------------------- a published figure
 # Sarathi (Agrawal et al., arXiv 2308.16369, abstract): with decode-maximal batching on
 # LLaMA-13B / A6000, "decode requests 'piggyback' and cost up to an order of magnitude less

@@ -34,6 +34,8 @@ class Attention:
                fixed recurrent state of ``n_heads`` (value heads) x ``key_dim`` x
                ``head_dim`` (value dim) per sequence in ``state_dtype``, ``n_kv_heads``
                key heads, and a causal conv of ``conv_kernel`` taps.
+    ``v_head_dim``: an MLA value head's width, for the prefill's uncompressed (MHA) form
+    (0: ``head_dim - rope_dim``, DeepSeek-V3's 128 = its qk_nope_head_dim).
     ``proj_params`` counts the weights of the block's projections (q/k/v/o or MLA's low-rank
     q, kv and output maps), per layer, unsharded.
     """
@@ -53,6 +55,7 @@ class Attention:
     key_dim: int = 0
     conv_kernel: int = 0
     state_dtype: str = "fp32"
+    v_head_dim: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in ATTENTION_KINDS:

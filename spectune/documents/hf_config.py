@@ -151,7 +151,7 @@ def _mla(cfg: Mapping[str, Any], h: int, n_h: int) -> Attention:
     d_c = _count(cfg, "kv_lora_rank", hi=MAX_HIDDEN)
     q = h * q_lora + q_lora * n_h * (nope + rope) if q_lora else h * n_h * (nope + rope)
     proj = q + h * (d_c + rope) + d_c * n_h * (nope + v) + n_h * v * h
-    return Attention("mla", n_h, 1, nope + rope, proj, kv_lora_rank=d_c, rope_dim=rope)
+    return Attention("mla", n_h, 1, nope + rope, proj, kv_lora_rank=d_c, rope_dim=rope, v_head_dim=v)
 
 
 def _dsa(cfg: Mapping[str, Any], h: int, mla: Attention) -> Attention:

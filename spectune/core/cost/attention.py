@@ -143,3 +143,39 @@ def attention_work(att: Attention, model: Model, par: Parallelism,
     out[component_name(att)] = Work(core.flops, core.weight_bytes, core.kv_bytes + write,
                                     core.act_bytes, core.dtype)
     return out
+
+
+def prompt_attention_work(att: Attention, model: Model, par: Parallelism,
+                          L: Array, S: Array) -> dict[str, Work]:
+    """Work of one layer's attention for ONE prompt of L new tokens over S positions on
+    average (S = L / 2 for a causal prompt), on one GPU (the prompt's share of a dp rank: 1 /
+    dp), keyed as :func:`attention_work`.
+
+    MLA prefills in its uncompressed (MHA) form, not the absorbed form a decode step runs:
+    K and V are expanded from the latent per head (kv_b_proj, priced in the projections) and
+    attention runs with a ``head_dim`` (qk_nope + qk_rope) query/key and a ``v_head_dim``
+    value per head, f = 2 * heads * (head_dim + v_head_dim) FLOP per pair against the
+    absorbed 2 * heads * (2 d_c + d_r), 3.4x fewer for DeepSeek-V3 (d_c 512, d_r 64, 192 / 128).
+    The engines branch so: vLLM's MLA backends run prefill as MHA over the decompressed K/V
+    (``MLACommonImpl._forward_prefill``, vllm/v1/attention/backends/mla/common.py, "MHA for
+    prefill, MQA for decode"); SGLang's ``forward_normal`` for extend (``DeepseekV2AttentionMLA``,
+    python/sglang/srt/models/deepseek_v2.py); DeepSeek-V3's report, section 2.1.1 (the absorbed
+    form is the inference-time decode trick). K and V are read as activations (act dtype);
+    the new latents are written to the cache. Sparse and compressed kinds (dsa, csa, hca) and
+    the others keep the decode form at one sequence."""
+    if att.kind != "mla":
+        return attention_work(att, model, par, np.ones_like(np.asarray(L, dtype=float)), L, S)
+    b_kv = dtype_bytes(model.kv_dtype)
+    b_a = dtype_bytes(model.act_dtype)
+    seqs = 1.0 / par.dp
+    heads = att.n_heads / par.tp
+    qk = att.head_dim
+    v = att.v_head_dim or att.head_dim - att.rope_dim
+    La, Sa = np.asarray(L, dtype=float), np.asarray(S, dtype=float)
+    return {component_name(att): Work(
+        flops=seqs * 2.0 * heads * (qk + v) * La * Sa,
+        weight_bytes=np.zeros_like(La * Sa),
+        kv_bytes=seqs * (heads * (qk + v) * b_a * Sa + La * (att.kv_lora_rank + att.rope_dim) * b_kv),
+        act_bytes=seqs * heads * (qk + v) * b_a * La + np.zeros_like(Sa),
+        dtype="bf16",
+    )}

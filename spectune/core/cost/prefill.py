@@ -57,7 +57,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from spectune.core.cost.roofline import Array, Component, fixed
-from spectune.core.cost.step import StepCost, overhead_seconds, step_cost
+from spectune.core.cost.step import StepCost, overhead_seconds, prompt_attention, step_cost
 from spectune.core.deployment import NO_ENGINE, Deployment, Engine, LengthClass, Parallelism
 from spectune.core.hardware import GPU
 from spectune.core.model import Model
@@ -79,10 +79,6 @@ def _parts(step: StepCost, names: Sequence[str], shape: tuple[int, ...]) -> Comp
         if name in step.components:
             total = total + step.components[name]
     return total
-
-
-def _attention_names(step: StepCost) -> list[str]:
-    return [n for n in step.components if n.startswith(("attention-", "indexer-"))]
 
 
 def prompt_tokens_per_step(lengths: Sequence[LengthClass], B: ArrayLike, m: ArrayLike,
@@ -170,17 +166,18 @@ def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None
                                                        np.asarray(float(K)), False))
     total = total + per_alone.scaled(extra)
     # attention over each class's prompt prefix: L queries over L / 2 positions per prompt
-    # (past a cached prefix C: L - C queries over C + (L - C) / 2); its kernels' fixed cost
-    # only in the share q of steps that carry a chunk
+    # (past a cached prefix C: L - C queries over C + (L - C) / 2), priced per prompt in the
+    # prefill form (step.prompt_attention) and repeated for the prompts arriving per step; its
+    # kernels' fixed cost only in the share q of steps that carry a chunk
     share_total = sum(c.share for c in lengths)
     for c in lengths:
         prompts = ma * Ba * (c.share / share_total) / osl
         new = _computed(c.prompt_tokens, cached)
-        att = step_cost(model, gpu, par, None, prompts, new, c.prompt_tokens - new / 2.0,
-                        achieved=achieved, logit_positions=0.0)
-        part = _parts(att, _attention_names(att), shape)
-        total = total + Component(part.flops, part.bytes, part.seconds - (1.0 - q) * part.fixed_seconds,
-                                  part.compute_seconds, part.memory_seconds, q * part.fixed_seconds)
+        one = prompt_attention(model, gpu, par, new, c.prompt_tokens - new / 2.0, achieved=achieved)
+        many = one.scaled(prompts)
+        total = total + Component(many.flops, many.bytes,
+                                  many.seconds - many.fixed_seconds + q * one.fixed_seconds,
+                                  many.compute_seconds, many.memory_seconds, q * one.fixed_seconds)
     if engine is not None:
         total = total + fixed(np.broadcast_to(engine.prefill_token_cost * P / par.dp, shape))
     return total

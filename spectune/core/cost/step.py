@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from spectune.core.cost.attention import attention_work
+from spectune.core.cost.attention import attention_work, prompt_attention_work
 from spectune.core.cost.comm import comm_component
 from spectune.core.cost.dense import gemm_work, lm_head_work
 from spectune.core.cost.kernels import (
@@ -115,6 +115,31 @@ def _layer_pieces(model: Model, par: Parallelism, B: Array, T: Array, S: Array,
     gemm("lm-head", lm_head_work(model.head_vocab, h, model.lm_head_dtype, model.act_dtype,
                                  par, B, head_T), 1, 1, seqs * head_T)
     return works, comps
+
+
+def prompt_attention(model: Model, gpu: GPU, par: Parallelism, L: ArrayLike, S: ArrayLike, *,
+                     achieved: bool = True) -> Component:
+    """Attention (every attention and indexer component, all layers) of ONE prompt of L new
+    tokens attending S positions on average, per GPU, in the prefill form
+    (:func:`spectune.core.cost.attention.prompt_attention_work`). A prefill kernel's query
+    tiles fill the GPU, so the attention kernel runs at its fitted fraction with no
+    parallelism discount (the discount of :func:`attention_bandwidth_fraction` is for a decode
+    step's few sequences); its fixed cost is one call per layer."""
+    La, Sa = np.asarray(L, dtype=float), np.asarray(S, dtype=float)
+    kernels = default_kernels(gpu)
+    total = fixed(np.zeros(np.broadcast_shapes(La.shape, Sa.shape)))
+    for group in model.distinct_layers():
+        att = group.attention
+        for name, w in prompt_attention_work(att, model, par, La, Sa).items():
+            if not achieved:
+                c = price(w, gpu, False)
+            else:
+                mla_like = bool(att.kv_lora_rank) or name.startswith("indexer")
+                c = kernel_price(w, gpu, kernels.mla_call if mla_like else kernels.gqa_call,
+                                 attention_bandwidth_fraction(kernels, mla_like, np.asarray(1e9)),
+                                 gpu.flops_fraction)
+            total = total + c.scaled(group.count)
+    return total
 
 
 def layer_works(model: Model, par: Parallelism, B: Array, T: Array, S: Array) -> dict[str, Work]:
