@@ -82,6 +82,10 @@ def test_rows_price_the_storage_formats_and_prefill_budget_the_run_used() -> Non
     plain = next(r for r in ROWS if r["model"] == "qwen3-8b")
     assert deployment(plain).model.weight_dtype == "bf16"
     assert deployment(plain).engine.max_num_batched_tokens == 8192
+    # the fused-MoE kernel the run's set-up names (TensorRT-LLM's moe backend TRTLLM, [X6])
+    trt = next(r for r in ROWS if r["engine"] == "trtllm")
+    assert trt["moe_kernel"] == "flashinfer_trtllm" == deployment(trt).engine.moe_kernel
+    assert deployment(plain).engine.moe_kernel == "fused_moe"
 
 
 def test_buckets_cover_every_ratio(points: list[ServingPoint]) -> None:

@@ -7,10 +7,10 @@ constant of spectune was fitted on them) and prices each with the aggregated ste
 concurrency as the batch, its mean prompt and output lengths as the workload (the decode
 context defaults to prompt + output / 2), its shared prefix if any, and where the run stored
 weights or KV cache other than the built-in profile does (an FP8 checkpoint, --kv-cache-dtype
-fp8) or ran another chunked-prefill budget, the row's ``dtypes`` and ``max_num_batched_tokens``
-laid over the profiles as a user's profile would (``model: {base, dtypes}``, ``engine: {base,
-max_num_batched_tokens}``). The predicted TPOT is the mean plain step (seconds per output token
-at m = 1). The decode-only step at the same context is priced beside it for contrast.
+fp8) or ran another chunked-prefill budget or fused-MoE kernel, the row's ``dtypes``,
+``max_num_batched_tokens`` and ``moe_kernel`` laid over the profiles as a user's profile would
+(``model: {base, dtypes}``, ``engine: {base, max_num_batched_tokens, moe_kernel}``). The
+predicted TPOT is the mean plain step (seconds per output token at m = 1). The decode-only step at the same context is priced beside it for contrast.
 
 Rows are grouped by prompt/output ratio ISL / OSL (means): [0, 1), [1, 4), [4, 16), [16, inf).
 Per bucket: n, mean predicted / measured and median |predicted / measured - 1|; the issue's
@@ -100,6 +100,8 @@ def deployment(row: Mapping[str, Any]) -> Deployment:
     dep = replace(dep, model=with_dtypes(dep.model, row.get("dtypes")))
     if budget := row.get("max_num_batched_tokens"):
         dep = replace(dep, engine=replace(dep.engine, max_num_batched_tokens=int(budget)))
+    if kernel := row.get("moe_kernel"):  # the fused-MoE kernel the run's set-up names
+        dep = replace(dep, engine=replace(dep.engine, moe_kernel=str(kernel)))
     lengths = (LengthClass(mean_length(row, "input_len"), mean_length(row, "output_len")),)
     workload = replace(dep.workload, shared_prefix_tokens=int(row.get("shared_prefix_tokens", 0)))
     return replace(dep, workload=workload_with_lengths(workload, lengths, contexts_given=False))
