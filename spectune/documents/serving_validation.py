@@ -10,7 +10,8 @@ weights or KV cache other than the built-in profile does (an FP8 checkpoint, --k
 fp8) or ran another chunked-prefill budget or fused-MoE kernel, the row's ``dtypes``,
 ``max_num_batched_tokens`` and ``moe_kernel`` laid over the profiles as a user's profile would
 (``model: {base, dtypes}``, ``engine: {base, max_num_batched_tokens, moe_kernel}``). The
-predicted TPOT is the mean plain step (seconds per output token at m = 1). The decode-only step at the same context is priced beside it for contrast.
+predicted TPOT is the mean plain step (seconds per output token at m = 1). The decode-only
+step at the same context is priced beside it for contrast.
 
 Rows are grouped by prompt/output ratio ISL / OSL (means): [0, 1), [1, 4), [4, 16), [16, inf).
 Per bucket: n, mean predicted / measured and median |predicted / measured - 1|; the issue's
