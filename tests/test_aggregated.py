@@ -144,6 +144,30 @@ def test_mla_prefills_in_its_uncompressed_form() -> None:
     assert float(a.flops) == float(b.flops)
 
 
+def test_a_prompt_alone_costs_what_the_aggregated_step_charges_for_it() -> None:
+    """The serving validation's prefill (and the engine-term fits over it) and the aggregated
+    step price a prompt one way. With one whole prompt arriving per decode step in a pass of
+    its own (SGLang's default: q = 1, nothing left over), the step's prefill share is exactly
+    one prompt_prefill. (The validation once priced it as a decode step at batch 1, MLA in the
+    absorbed form and the LM head at every position: 11 ms more of a 3200-token DeepSeek-R1
+    prefill on 8x H200.)"""
+    from spectune.core.cost.prefill import prompt_prefill
+    from spectune.documents.validation import plain_deployment, prefill_seconds
+
+    row = {"engine": "sglang-h200-2025-03", "model": "deepseek-r1", "gpu": "h200", "tp": 8,
+           "input_len": 3200, "output_len": 800, "concurrency": 4, "tpot_ms": 43.58}
+    dep = plain_deployment(row)
+    assert not dep.engine.mixed_prefill
+    isl, osl, B = 3200.0, 800.0, 4.0
+    alone = prompt_prefill(dep.model, dep.gpu, dep.parallelism, dep.engine, isl)
+    assert prefill_seconds(dep, 3200) == pytest.approx(float(alone.seconds), rel=1e-12)
+    step = prefill_cost(dep.model, dep.gpu, dep.parallelism, dep.engine, (LengthClass(isl, osl),),
+                        B, 1.0, isl + osl / 2, osl / B)  # m B / OSL = 1 prompt per step
+    assert float(step.seconds) == pytest.approx(float(alone.seconds), rel=1e-6)
+    # some 10^2 ms at this size on this stack (the fitted per-token cost is 0.12 s of it)
+    assert 0.1 < float(alone.seconds) < 0.5
+
+
 # --------------------------------------------------------------------------- a published figure
 # Sarathi (Agrawal et al., arXiv 2308.16369, abstract): with decode-maximal batching on
 # LLaMA-13B / A6000, "decode requests 'piggyback' and cost up to an order of magnitude less

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from spectune.core.acceptance import Acceptance
-from spectune.core.cost import step_cost
+from spectune.core.cost.prefill import prompt_prefill
 from spectune.core.deployment import Deployment, Engine, Parallelism, Workload
 from spectune.core.model import Model
 from spectune.core.queueing import queued
@@ -84,11 +84,10 @@ def row_model(row: Mapping[str, Any]) -> Model:
 
 
 def prefill_seconds(dep: Deployment, input_len: int) -> float:
-    """One request's prefill: a pass of ``input_len`` tokens (causal, so each query sees half
-    the prompt on average: context = input_len / 2) plus the engine's per-prompt-token cost."""
-    kernels = step_cost(dep.model, dep.gpu, dep.parallelism, dep.engine, 1.0, float(input_len),
-                        input_len / 2.0, speculative=False).seconds
-    return float(kernels) + dep.engine.prefill_token_cost * input_len
+    """One request's prefill (seconds): a pass of ``input_len`` tokens priced as the aggregated
+    step prices a prompt (:func:`spectune.core.cost.prefill.prompt_prefill`), with the engine's
+    pass and per-prompt-token costs."""
+    return float(prompt_prefill(dep.model, dep.gpu, dep.parallelism, dep.engine, float(input_len)).seconds)
 
 
 def per_token_seconds(dep: Deployment, concurrency: int, gamma: int,

@@ -33,8 +33,9 @@ decode step (:mod:`spectune.core.cost.kernels`):
   The prefill-only steps at K rows each, with the engine's fixed pass cost;
 * attention over the prompt prefix: causal, so a prompt of L tokens costs L queries over
   L / 2 positions on average (compute-bound, quadratic in L; the prefix re-read per chunk is
-  left out), as :func:`spectune.documents.validation.prefill_seconds` prices a prompt; its kernels'
-  fixed cost only in the share q of steps that carry a chunk;
+  left out), in the prefill form (:func:`spectune.core.cost.step.prompt_attention`, as
+  :func:`prompt_prefill` prices a prompt on its own); its kernels' fixed cost only in the
+  share q of steps that carry a chunk;
 * the LM head only at the last position of each prompt (c / ISL rows in a step with a chunk);
 * the engine's per-prompt-token work, ``prefill_token_cost`` (profiles/engines/*.yaml, fitted
   by scripts/fit_engine_serving.py through the validation's serving model), P / dp per GPU.
@@ -180,6 +181,25 @@ def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None
                                   many.compute_seconds, many.memory_seconds, q * one.fixed_seconds)
     if engine is not None:
         total = total + fixed(np.broadcast_to(engine.prefill_token_cost * P / par.dp, shape))
+    return total
+
+
+def prompt_prefill(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
+                   L: float, *, achieved: bool = True) -> Component:
+    """One prompt of L tokens prefilled in a pass of its own, per GPU (seconds, FLOPs, bytes):
+    GEMMs and collectives at L rows on the data-parallel rank that runs it, attention over the
+    prompt in the prefill form (:func:`prompt_attention`: causal, L queries over L / 2
+    positions on average), the LM head at the last position only and, given an ``engine``, its
+    fixed pass cost and per-prompt-token work ``prefill_token_cost`` x L. The serving
+    validation's prefill latency and the engine-term fits (scripts/fit_engine_serving.py)
+    price a prompt with it, so the fitted ``prefill_token_cost`` is a residual over this
+    module's kernel price, not over another."""
+    dp, La = np.asarray(float(par.dp)), np.asarray(float(L))
+    own = step_cost(model, gpu, par, None, dp, La, 0.0, achieved=achieved, logit_positions=1.0)
+    total = _parts(own, ROW_PARTS, ()) + prompt_attention(model, gpu, par, La, La / 2.0, achieved=achieved)
+    if engine is not None:
+        total = total + fixed(overhead_seconds(model, engine, par, dp, La, False)
+                              + engine.prefill_token_cost * La)
     return total
 
 

@@ -23,7 +23,7 @@ from spectune.core.cost.moe import moe_price, moe_work
 from spectune.core.cost.roofline import Array, Component, Work, fixed, price
 from spectune.core.deployment import NO_ENGINE, Engine, Parallelism
 from spectune.core.hardware import GPU, Kernels
-from spectune.core.model import Model, MoE
+from spectune.core.model import Attention, Model, MoE
 
 #: Display order of components.
 ORDER = ("attn-proj", "attention-gqa", "attention-swa", "attention-mla", "attention-hca",
@@ -59,6 +59,22 @@ MLA_PROJ_CALLS = 6
 FFN_CALLS = 2
 
 
+def _attention_price(w: Work, name: str, att: Attention, par: Parallelism, kernels: Kernels,
+                     gpu: GPU, seqs: Array | None) -> Component:
+    """Kernel-true price of one attention (or indexer) component of a layer: the MLA-family
+    kernel for latent attention and the indexer, the GQA kernel otherwise, at the bandwidth
+    fraction of a decode step of ``seqs`` sequences per GPU (a GQA kernel parallelises over
+    their KV heads too); ``seqs`` None: a prefill, whose query tiles fill the GPU (no
+    parallelism discount)."""
+    mla_like = bool(att.kv_lora_rank) or name.startswith("indexer")
+    if seqs is None:
+        parallel: Array = np.asarray(1e9)
+    else:
+        parallel = seqs if mla_like else seqs * max(att.n_kv_heads / par.tp, 1.0)
+    return kernel_price(w, gpu, kernels.mla_call if mla_like else kernels.gqa_call,
+                        attention_bandwidth_fraction(kernels, mla_like, parallel), gpu.flops_fraction)
+
+
 def _layer_pieces(model: Model, par: Parallelism, B: Array, T: Array, S: Array,
                   on: tuple[Kernels, GPU] | None = None,
                   logit_positions: Array | None = None) -> tuple[dict[str, Work], dict[str, Component]]:
@@ -87,11 +103,7 @@ def _layer_pieces(model: Model, par: Parallelism, B: Array, T: Array, S: Array,
         for name, w in attention_work(att, model, par, B, T, S).items():
             _add(works, name, w.scaled(group.count))
             if kernels is not None and gpu is not None:
-                mla_like = latent or name.startswith("indexer")
-                parallel = seqs if mla_like else seqs * max(att.n_kv_heads / par.tp, 1.0)
-                c = kernel_price(w, gpu, kernels.mla_call if mla_like else kernels.gqa_call,
-                                 attention_bandwidth_fraction(kernels, mla_like, parallel),
-                                 gpu.flops_fraction)
+                c = _attention_price(w, name, att, par, kernels, gpu, seqs)
                 _add_c(comps, name, c.scaled(group.count))
         # q/k/v/o: the layer input and attention output are read, q/k/v and output written.
         proj = gemm_work(att.proj_params, 2 * h, 2 * h, model.weight_dtype, model.act_dtype,
@@ -131,13 +143,8 @@ def prompt_attention(model: Model, gpu: GPU, par: Parallelism, L: ArrayLike, S: 
     for group in model.distinct_layers():
         att = group.attention
         for name, w in prompt_attention_work(att, model, par, La, Sa).items():
-            if not achieved:
-                c = price(w, gpu, False)
-            else:
-                mla_like = bool(att.kv_lora_rank) or name.startswith("indexer")
-                c = kernel_price(w, gpu, kernels.mla_call if mla_like else kernels.gqa_call,
-                                 attention_bandwidth_fraction(kernels, mla_like, np.asarray(1e9)),
-                                 gpu.flops_fraction)
+            c = (_attention_price(w, name, att, par, kernels, gpu, None) if achieved
+                 else price(w, gpu, False))
             total = total + c.scaled(group.count)
     return total
 
