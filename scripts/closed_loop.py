@@ -417,8 +417,6 @@ def main() -> None:
                          "gamma_star_predicted": g_pred, "gamma_star_measured": g_meas,
                          # right when the setting named delivers the best to measurement precision
                          "gamma_star_right": measured[g_pred] >= max(measured.values()) / (1 + TIE),
-                         "measured_tok_s_off": round(measured[0], 1),
-                         "measured_tok_s_k1": round(measured[1], 1),
                          "measured_tok_s_by_k": {str(x): round(v, 1) for x, v in measured.items()},
                          "rounds_judged": len(clean),
                          "measured_speedup_per_round": [
