@@ -257,6 +257,9 @@ def test_profile_lengths_load_and_default_the_context(tmp_path: Path) -> None:
      "workload.length_classes[0].share", "missing"),
     ({"batch_sizes": [8], "context_lengths": [64], "disaggregated": "yes"}, "workload.disaggregated",
      "true or false"),
+    # lengths each in range whose decode context (prompt + output / 2) is not: said at the lengths
+    ({"batch_sizes": [8], "prompt_tokens": 1_000_000_000, "output_tokens": 100}, "workload.prompt_tokens",
+     "prompt + output / 2"),
 ])
 def test_bad_lengths_name_file_line_and_key(tmp_path: Path, workload: dict, key: str, says: str) -> None:
     path = _write(tmp_path, profile(workload=workload))
@@ -319,6 +322,12 @@ def test_every_command_wants_both_lengths(command: list[str], tmp_path: Path) ->
     assert res.exit_code == 2 and "--output-tokens" in res.stderr, res.output
     bad = CliRunner().invoke(cli, [*command, "--prompt-tokens", "0", "--output-tokens", "5"])
     assert bad.exit_code == 2 and "--prompt-tokens" in bad.stderr, bad.output
+
+
+def test_lengths_whose_decode_context_is_too_long_are_a_usage_error() -> None:
+    res = CliRunner().invoke(cli, ["recommend", EXAMPLE, "--prompt-tokens", "1e9", "--output-tokens", "10"])
+    assert res.exit_code == 2 and "prompt + output / 2" in res.stderr, res.output
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.output
 
 
 def test_emit_and_check_take_the_lengths(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from spectune.base.errors import InputError
+from spectune.base.limits import MAX_CONTEXT
 from spectune.core.deployment import Deployment, LengthClass, Workload
 
 
@@ -80,7 +81,12 @@ def workload_with_lengths(workload: Workload, lengths: tuple[LengthClass, ...],
     """``workload`` with ``lengths``; its context is the lengths' decode context unless
     context lengths were given explicitly."""
     if lengths and not contexts_given:
-        return replace(workload, lengths=lengths, context_lengths=(decode_context(lengths),))
+        context = decode_context(lengths)
+        if context > MAX_CONTEXT:  # said in the user's terms, not as a context they never gave
+            raise InputError(f"prompt and output lengths put the decode context (prompt + output / 2) "
+                             f"at {context:,} tokens, above the {MAX_CONTEXT:,} supported; give "
+                             f"shorter lengths or the context lengths explicitly")
+        return replace(workload, lengths=lengths, context_lengths=(context,))
     return replace(workload, lengths=lengths)
 
 

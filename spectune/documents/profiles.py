@@ -377,8 +377,13 @@ def deployment_from_doc(doc: Doc) -> Deployment:
     problem = workload_problem(batches, contexts)
     if problem:
         raise doc.error(("workload",), problem)
-    workload = workload_with_lengths(Workload(batches, contexts, disaggregated=bool(wv.get("disaggregated"))),
-                                     lengths_from_workload(doc, wv), "context_lengths" in wv)
+    plain = Workload(batches, contexts, disaggregated=bool(wv.get("disaggregated")))
+    lengths = lengths_from_workload(doc, wv)
+    try:
+        workload = workload_with_lengths(plain, lengths, "context_lengths" in wv)
+    except InputError as e:  # the derived decode context: said at the lengths that set it
+        key = "length_classes" if "length_classes" in wv else "prompt_tokens"
+        raise doc.error(("workload", key), str(e)) from None
     if "acceptance" not in v and drafter.kind != "ngram":
         raise doc.error((), "missing required key 'acceptance' (alpha, per_position, marginal "
                             "or mean_length), or pass --observed / --metrics-url")
