@@ -144,28 +144,31 @@ def test_mla_prefills_in_its_uncompressed_form() -> None:
     assert float(a.flops) == float(b.flops)
 
 
-def test_a_prompt_alone_costs_what_the_aggregated_step_charges_for_it() -> None:
+@pytest.mark.parametrize("row", [
+    # TP 8 (dstack's H200 run, a fitted row of docs/plain-decode.yaml)
+    {"engine": "sglang-h200-2025-03", "model": "deepseek-r1", "gpu": "h200", "tp": 8},
+    # DP attention with EP 8: the prompt spread over the ranks, SGLang's all-gather exchange
+    {"engine": "sglang-rocm", "model": "deepseek-v3", "gpu": "mi300x", "tp": 1, "dp": 8, "ep": 8},
+])
+def test_a_prompt_alone_costs_what_the_aggregated_step_charges_for_it(row: dict) -> None:
     """The serving validation's prefill (and the engine-term fits over it) and the aggregated
     step price a prompt one way. With one whole prompt arriving per decode step in a pass of
     its own (SGLang's default: q = 1, nothing left over), the step's prefill share is exactly
-    one prompt_prefill. (The validation once priced it as a decode step at batch 1, MLA in the
-    absorbed form and the LM head at every position: 11 ms more of a 3200-token DeepSeek-R1
-    prefill on 8x H200.)"""
+    one prompt_prefill, at any parallelism. (The validation once priced it as a decode step at
+    batch 1, MLA in the absorbed form and the LM head at every position: 10 ms more of a
+    3200-token DeepSeek-R1 prefill on 8x H200.)"""
     from spectune.core.cost.prefill import prompt_prefill
-    from spectune.documents.validation import plain_deployment, prefill_seconds
+    from spectune.documents.validation import plain_deployment
 
-    row = {"engine": "sglang-h200-2025-03", "model": "deepseek-r1", "gpu": "h200", "tp": 8,
-           "input_len": 3200, "output_len": 800, "concurrency": 4, "tpot_ms": 43.58}
-    dep = plain_deployment(row)
+    isl, osl, B = 3200.0, 800.0, 8.0
+    dep = plain_deployment({**row, "input_len": int(isl), "output_len": int(osl), "concurrency": int(B)})
     assert not dep.engine.mixed_prefill
-    isl, osl, B = 3200.0, 800.0, 4.0
     alone = prompt_prefill(dep.model, dep.gpu, dep.parallelism, dep.engine, isl)
-    assert prefill_seconds(dep, 3200) == pytest.approx(float(alone.seconds), rel=1e-12)
     step = prefill_cost(dep.model, dep.gpu, dep.parallelism, dep.engine, (LengthClass(isl, osl),),
                         B, 1.0, isl + osl / 2, osl / B)  # m B / OSL = 1 prompt per step
     assert float(step.seconds) == pytest.approx(float(alone.seconds), rel=1e-6)
-    # some 10^2 ms at this size on this stack (the fitted per-token cost is 0.12 s of it)
-    assert 0.1 < float(alone.seconds) < 0.5
+    # some 10^1-10^2 ms a GPU at this size on these stacks
+    assert 0.01 < float(alone.seconds) < 0.5
 
 
 # --------------------------------------------------------------------------- a published figure

@@ -84,8 +84,8 @@ def workload_with_lengths(workload: Workload, lengths: tuple[LengthClass, ...],
         context = decode_context(lengths)
         if context > MAX_CONTEXT:  # said in the user's terms, not as a context they never gave
             raise InputError(f"prompt and output lengths put the decode context (prompt + output / 2) "
-                             f"at {context:,} tokens, above the {MAX_CONTEXT:,} supported; give "
-                             f"shorter lengths or the context lengths explicitly")
+                             f"at {context:,} tokens, above the {MAX_CONTEXT:,} supported: give "
+                             f"shorter prompt or output lengths")
         return replace(workload, lengths=lengths, context_lengths=(context,))
     return replace(workload, lengths=lengths)
 

@@ -186,20 +186,25 @@ def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None
 
 def prompt_prefill(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
                    L: float, *, achieved: bool = True) -> Component:
-    """One prompt of L tokens prefilled in a pass of its own, per GPU (seconds, FLOPs, bytes):
-    GEMMs and collectives at L rows on the data-parallel rank that runs it, attention over the
-    prompt in the prefill form (:func:`prompt_attention`: causal, L queries over L / 2
-    positions on average), the LM head at the last position only and, given an ``engine``, its
-    fixed pass cost and per-prompt-token work ``prefill_token_cost`` x L. The serving
-    validation's prefill latency and the engine-term fits (scripts/fit_engine_serving.py)
-    price a prompt with it, so the fitted ``prefill_token_cost`` is a residual over this
-    module's kernel price, not over another."""
-    dp, La = np.asarray(float(par.dp)), np.asarray(float(L))
-    own = step_cost(model, gpu, par, None, dp, La, 0.0, achieved=achieved, logit_positions=1.0)
-    total = _parts(own, ROW_PARTS, ()) + prompt_attention(model, gpu, par, La, La / 2.0, achieved=achieved)
+    """One prompt of L tokens prefilled in a pass of its own, per GPU (seconds, FLOPs, bytes),
+    its work spread over the ``dp`` data-parallel ranks as the aggregated step spreads the
+    prompts that arrive (:func:`prefill_cost`'s pass of its own, with one prompt per step):
+    GEMMs and collectives at L / dp rows a rank, on the engine's expert-parallel exchange and
+    fused-MoE kernel; attention over the prompt in the prefill form (:func:`prompt_attention`:
+    causal, L queries over L / 2 positions on average); the LM head at the last position only;
+    and, given an ``engine``, its fixed pass cost and per-prompt-token work,
+    ``prefill_token_cost`` x L / dp. The serving validation's prefill latency and the engine-term
+    fits (scripts/fit_engine_serving.py) price a prompt with it, so the fitted
+    ``prefill_token_cost`` is a residual over the aggregated step's own kernel price."""
+    eng = engine or NO_ENGINE
+    dp, rows = np.asarray(float(par.dp)), np.asarray(float(L) / par.dp)
+    own = step_cost(model, gpu, par, None, dp, rows, 0.0, achieved=achieved, logit_positions=1.0 / par.dp,
+                    ep_exchange=eng.ep_exchange, moe_kernel=eng.moe_kernel)
+    total = _parts(own, ROW_PARTS, ()) + prompt_attention(model, gpu, par, float(L), float(L) / 2.0,
+                                                          achieved=achieved)
     if engine is not None:
-        total = total + fixed(overhead_seconds(model, engine, par, dp, La, False)
-                              + engine.prefill_token_cost * La)
+        total = total + fixed(overhead_seconds(model, engine, par, dp, rows, False)
+                              + engine.prefill_token_cost * rows)
     return total
 
 
