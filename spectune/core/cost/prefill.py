@@ -118,6 +118,21 @@ def budget_split(P: ArrayLike, isl: float, B: ArrayLike, T: ArrayLike, par: Para
     return chunk, share, (Pa - share * chunk) / (par.dp * float(budget))
 
 
+def _own_pass(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None, tokens: Array,
+              isl: float, achieved: bool, exchange: str, moe_kernel: str) -> Component:
+    """GEMMs and collectives of a prefill pass of its own over ``tokens`` prompt tokens (whole
+    instance) spread over the dp ranks, the LM head at the last token of each prompt of
+    ``isl`` tokens, and, given an ``engine``, its fixed pass cost (per GPU)."""
+    dp, rows = np.asarray(float(par.dp)), tokens / par.dp
+    own = step_cost(model, gpu, par, None, dp, rows, 0.0, achieved=achieved, logit_positions=rows / isl,
+                    ep_exchange=exchange, moe_kernel=moe_kernel)
+    total = _parts(own, ROW_PARTS, rows.shape)
+    if engine is not None:
+        pass_cost = overhead_seconds(model, engine, par, dp, rows, False)
+        total = total + fixed(np.broadcast_to(pass_cost, rows.shape))
+    return total
+
+
 def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None,
                  lengths: Sequence[LengthClass], B: ArrayLike, T: ArrayLike, S: ArrayLike,
                  m: ArrayLike, *, budget: int | None = None, achieved: bool = True,
@@ -150,13 +165,7 @@ def prefill_cost(model: Model, gpu: GPU, par: Parallelism, engine: Engine | None
                            moe_kernel=mk)
         carried = _parts(mixed, ROW_PARTS, shape) + _parts(decode, ROW_PARTS, shape).scaled(-1.0)
     else:  # a prefill pass of its own per chunk (SGLang without --enable-mixed-chunk)
-        dp, rows = np.asarray(float(par.dp)), np.broadcast_to(chunk / par.dp, shape)
-        own = step_cost(model, gpu, par, None, dp, rows, 0.0, achieved=achieved, logit_positions=rows / isl,
-                        ep_exchange=xch, moe_kernel=mk)
-        carried = _parts(own, ROW_PARTS, shape)
-        if engine is not None:
-            pass_cost = overhead_seconds(model, engine, par, dp, rows, False)
-            carried = carried + fixed(np.broadcast_to(pass_cost, shape))
+        carried = _own_pass(model, gpu, par, engine, np.broadcast_to(chunk, shape), isl, achieved, xch, mk)
     total = carried.scaled(q)
     # prefill-only steps for what the budget leaves out: K rows per scheduler each
     alone = step_cost(model, gpu, par, None, float(par.dp), float(K), 0.0, achieved=achieved,
@@ -197,14 +206,11 @@ def prompt_prefill(model: Model, gpu: GPU, par: Parallelism, engine: Engine | No
     fits (scripts/fit_engine_serving.py) price a prompt with it, so the fitted
     ``prefill_token_cost`` is a residual over the aggregated step's own kernel price."""
     eng = engine or NO_ENGINE
-    dp, rows = np.asarray(float(par.dp)), np.asarray(float(L) / par.dp)
-    own = step_cost(model, gpu, par, None, dp, rows, 0.0, achieved=achieved, logit_positions=1.0 / par.dp,
-                    ep_exchange=eng.ep_exchange, moe_kernel=eng.moe_kernel)
-    total = _parts(own, ROW_PARTS, ()) + prompt_attention(model, gpu, par, float(L), float(L) / 2.0,
-                                                          achieved=achieved)
+    total = _own_pass(model, gpu, par, engine, np.asarray(float(L)), float(L), achieved, eng.ep_exchange,
+                      eng.moe_kernel)
+    total = total + prompt_attention(model, gpu, par, float(L), float(L) / 2.0, achieved=achieved)
     if engine is not None:
-        total = total + fixed(overhead_seconds(model, engine, par, dp, rows, False)
-                              + engine.prefill_token_cost * rows)
+        total = total + fixed(np.asarray(engine.prefill_token_cost * float(L) / par.dp))
     return total
 
 
