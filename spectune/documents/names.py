@@ -4,7 +4,6 @@ from :mod:`spectune.documents.profiles`)."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -30,6 +29,8 @@ def close_names(name: str, known: Known) -> list[str]:
     kind_of: dict[str, str] = {}
     for n, kind in known:
         kind_of.setdefault(n.lower(), kind)
+    import difflib  # only for a suggestion: off the start-up path
+
     close = difflib.get_close_matches(stem, list(kind_of), n=SUGGESTIONS, cutoff=CUTOFF)
     ratio = {n: difflib.SequenceMatcher(None, stem, n).ratio() for n in close}
     close = [n for n in close if ratio[n] >= ratio[close[0]] - CLEAR]  # one name when one is clearly it

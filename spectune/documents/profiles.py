@@ -11,7 +11,6 @@ refers to them by file name or alias.
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -90,6 +89,8 @@ def builtin_path(kind: str, name: str, doc: Doc | None = None, path: KeyPath = (
     index = _index(kind)
     if name.lower() in index:
         return index[name.lower()]
+    import difflib  # only for a suggestion: off the start-up path
+
     close = difflib.get_close_matches(name.lower(), list(index), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     msg = f"unknown {kind[:-1]} {name!r}{hint} (see: spectune profiles list {kind})"
@@ -451,6 +452,8 @@ def example_path(name: str) -> Path:
     base = Path(name).name
     f = examples_dir() / (base if base.endswith(YAML_SUFFIXES) else f"{base}.yaml")
     if not is_file(f):
+        import difflib  # only for a suggestion: off the start-up path
+
         close = difflib.get_close_matches(name, example_names(), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise InputError(f"no shipped example named {name!r}{hint} (see: spectune profiles list examples)")

@@ -17,7 +17,6 @@ imports its definition from there, so this registry imports nothing above the do
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from spectune.base.errors import InputError
@@ -55,6 +54,8 @@ def schema_for(kind: str) -> Schema:
     for name, schema in SCHEMAS.items():
         if name.lower() == kind.lower():
             return schema
+    import difflib  # only for a suggestion: off the start-up path
+
     close = difflib.get_close_matches(kind, list(SCHEMAS), n=2, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise InputError(f"unknown document kind {kind!r}{hint} (kinds: {', '.join(SCHEMAS)})")
