@@ -240,6 +240,9 @@ def test_profile_lengths_load_and_default_the_context(tmp_path: Path) -> None:
                            {"prompt_tokens": 900, "output_tokens": 150, "share": 0.7}]})))
     assert kept.workload.context_lengths == (512,) and len(kept.workload.lengths) == 2
     assert not kept.workload.aggregated
+    from spectune.documents.results import workload_doc
+    assert workload_doc(kept.workload)["serving"] == "disaggregated"
+    assert [c["share"] for c in workload_doc(kept.workload)["length_classes"]] == [0.3, 0.7]
     eng = load_deployment(_write(tmp_path, profile(engine={"base": "vllm", "max_num_batched_tokens": 2048})))
     assert eng.engine.max_num_batched_tokens == 2048
     assert load_engine("sglang-rocm").max_num_batched_tokens == 16384  # SGLang's default from 160 GB
@@ -301,6 +304,14 @@ def test_cli_lengths_dilute_recommend_and_speedup_and_cost_shows_prefill() -> No
     plain, agg = _json(base), _json([*base, "--prompt-tokens", "16000", "--output-tokens", "250"])
     sp = lambda d: d["points"][0]["speedup"] if "points" in d else d["speedup"]  # noqa: E731
     assert json.dumps(plain) != json.dumps(agg)
+    # the document says what its steps were priced for, not only a note's words
+    assert plain["deployment"]["workload"]["serving"] == "decode_only"
+    assert agg["deployment"]["workload"] == {"serving": "aggregated", "shared_prefix_tokens": 0,
+                                             "length_classes": [{"prompt_tokens": 16000, "output_tokens": 250,
+                                                                 "share": 1.0}]}
+    table = CliRunner().invoke(cli, [*base, "--prompt-tokens", "16000", "--output-tokens", "250"]).stdout
+    assert "prefill each step carries included" in table
+    assert "prefill" not in CliRunner().invoke(cli, base).stdout
     speed = ["speedup", "--profile", EXAMPLE, "--gamma", "3", "--batch", "64", "--context", "4096"]
     one, two = _json(speed), _json([*speed, "--prompt-tokens", "16000", "--output-tokens", "250"])
     assert 1.0 <= sp(two) < sp(one) and "F(m(g))" in two["formula"]

@@ -15,7 +15,7 @@ from spectune.base.version import __version__
 from spectune.core.acceptance import Acceptance
 from spectune.core.cost import StepCost
 from spectune.core.cost.roofline import intensity
-from spectune.core.deployment import Deployment
+from spectune.core.deployment import Deployment, Workload
 from spectune.core.memory import Memory, infeasible_reason, parameter_counts
 from spectune.core.model import DRAFTER_KINDS
 from spectune.core.recommend import Recommendation
@@ -77,6 +77,17 @@ def band_doc(dep: Deployment) -> dict[str, Any]:
                          if dep.acceptance.drafts else "")}
 
 
+WORKLOAD = Obj((
+    Field("serving", Choice(("aggregated", "disaggregated", "decode_only"))),
+    Field("length_classes", List(Obj((Field("prompt_tokens", Number(minimum=0, decimals=1)),
+                                      Field("output_tokens", Number(minimum=0, decimals=1)),
+                                      Field("share", _FRACTION))))),
+    Field("shared_prefix_tokens", _NAT)),
+    description="what the steps were priced for: 'aggregated' (each step also carries the prefill "
+                "that arrives per step, so the speedup is diluted), 'disaggregated' (a decode-only "
+                "worker, lengths given) or 'decode_only' (no lengths given: the decode step alone)")
+
+
 RECOMMENDATION = Kind("Recommendation", "spectune recommend",
                       "gamma* and predicted speedup per operating point", Obj((
     Field("metadata", METADATA),
@@ -93,6 +104,7 @@ RECOMMENDATION = Kind("Recommendation", "spectune recommend",
         Field("engine", Obj((Field("name", Text()), Field("version", Nullable(Text()))))),
         Field("gamma_max", _POS),
         Field("tie_tolerance", Number(minimum=0)),
+        Field("workload", WORKLOAD, required=False),
     ))),
     Field("acceptance", Obj((
         Field("source", Text()), Field("conditional", List(Number(minimum=0, maximum=1, digits=4), 1)),
@@ -163,7 +175,17 @@ def deployment_doc(dep: Deployment) -> dict[str, Any]:
         "engine": {"name": dep.engine.name, "version": dep.engine.version or None},
         "gamma_max": dep.gamma_max,
         "tie_tolerance": dep.tie_tolerance,
+        "workload": workload_doc(dep.workload),
     }
+
+
+def workload_doc(w: Workload) -> dict[str, Any]:
+    """How the steps were priced: aggregated (prefill in the step), disaggregated, decode only."""
+    serving = "aggregated" if w.aggregated else "disaggregated" if w.lengths else "decode_only"
+    return {"serving": serving,
+            "length_classes": [{"prompt_tokens": c.prompt_tokens, "output_tokens": c.output_tokens,
+                                "share": c.share} for c in w.lengths],
+            "shared_prefix_tokens": w.shared_prefix_tokens}
 
 
 def marginal_gain(speedup_low: float, speculating: bool) -> bool:

@@ -231,8 +231,10 @@ def _recommendation_grid(doc: Document, fmt: str, wide: bool) -> str:
         rows.append(row)
     headers = ["batch \\ context"] + [f"{s:,}" for s in doc["context_lengths"]]
     band = any(p.get("speedup_low") is not None for p in doc["points"])
-    legend = ("cell: γ* (best draft length) and predicted decode throughput speedup over plain "
-              "decode (× = times faster" + (
+    aggregated = doc["deployment"].get("workload", {}).get("serving") == "aggregated"
+    what = ("output throughput speedup over plain serving, the prefill each step carries included "
+            if aggregated else "decode throughput speedup over plain decode ")
+    legend = (f"cell: γ* (best draft length) and predicted {what}(× = times faster" + (
                   f"; (low–high) = {band_words(doc)}" if band else "")
               + "); '0  off' = speculation does not pay there; "
               + ("then time per output token of one sequence and the costliest part of the step; "
