@@ -212,6 +212,13 @@ def _tpot(p: dict[str, Any], expected_tokens: list[float]) -> float:
     return float(p["step_seconds"]) / expected_tokens[p["gamma"]]
 
 
+def speedup_words(doc: Document) -> str:
+    """What a Recommendation's speedups are: decode alone, or output throughput with prefill."""
+    return ("output throughput speedup over plain serving, the prefill each step carries included"
+            if doc["deployment"].get("workload", {}).get("serving") == "aggregated"
+            else "decode throughput speedup over plain decode")
+
+
 def _recommendation_grid(doc: Document, fmt: str, wide: bool) -> str:
     points = {(p["batch"], p["context"]): p for p in doc["points"]}
     m = doc["acceptance"]["expected_tokens"]
@@ -231,16 +238,11 @@ def _recommendation_grid(doc: Document, fmt: str, wide: bool) -> str:
         rows.append(row)
     headers = ["batch \\ context"] + [f"{s:,}" for s in doc["context_lengths"]]
     band = any(p.get("speedup_low") is not None for p in doc["points"])
-    aggregated = doc["deployment"].get("workload", {}).get("serving") == "aggregated"
-    what = ("output throughput speedup over plain serving, the prefill each step carries included "
-            if aggregated else "decode throughput speedup over plain decode ")
-    legend = (f"cell: γ* (best draft length) and predicted {what}(× = times faster" + (
-                  f"; (low–high) = {band_words(doc)}" if band else "")
-              + "); '0  off' = speculation does not pay there; "
-              + ("then time per output token of one sequence and the costliest part of the step; "
-                 if wide else "")
-              + "rows: concurrent sequences, columns: context length in tokens; more per point: "
-              "--detail")
+    legend = (f"cell: γ* (best draft length) and predicted {speedup_words(doc)} (× = times faster"
+              + (f"; (low–high) = {band_words(doc)}" if band else "") + "); '0  off' = speculation "
+              "does not pay there; " + ("then time per output token of one sequence and the costliest "
+                                        "part of the step; " if wide else "")
+              + "rows: concurrent sequences, columns: context length in tokens; more per point: --detail")
     tail = [legend, *_legend_lines(doc), *footnotes]
     text = _recommendation_head(doc, fmt) + grid(rows, headers, fmt) + "\n" + "\n".join(tail) + "\n"
     if "ragged" in doc:

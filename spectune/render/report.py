@@ -24,7 +24,7 @@ from spectune.base.version import __version__
 from spectune.core.recommend import Recommendation
 from spectune.core.uncertainty import band_words
 from spectune.documents.envelope import Document, envelope
-from spectune.render.formats import MARGINAL_LEGEND, MARGINAL_MARK, feasible, tie_rule
+from spectune.render.formats import MARGINAL_LEGEND, MARGINAL_MARK, feasible, speedup_words, tie_rule
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;max-width:1100px;
@@ -279,8 +279,7 @@ def report_html(rec: Recommendation, doc: Document, sources: Sequence[tuple[str,
     title = f"{dep['model']['name']} on {dep['gpu']['name']} with {dep['drafter']['name']}"
     has_band = any(band_text(p) for p in doc["points"])
     has_infeasible = any(not feasible(p) for p in doc["points"])
-    legend = ("Each cell: γ*, the draft length that maximises decode throughput there, and the "
-              "predicted throughput speedup over plain decode (×)"
+    legend = (f"Each cell: γ*, the best draft length there, and the predicted {speedup_words(doc)} (×)"
               + (f"; in brackets the prediction's band, {band_words(doc)}" if has_band else "")
               + f". {tie_rule(dep['tie_tolerance'])}"
               + (f". {MARGINAL_LEGEND}" if any(p.get("marginal_gain") for p in doc["points"]) else "")
