@@ -323,6 +323,18 @@ def test_cli_lengths_dilute_recommend_and_speedup_and_cost_shows_prefill() -> No
     assert res.exit_code == 0 and "prefill" not in res.stdout and "prefill" not in res.stderr
 
 
+def test_the_gate_report_says_what_its_speedups_were_priced_for(tmp_path: Path) -> None:
+    conf = tmp_path / "serve.sh"
+    conf.write_text(SERVE, encoding="utf-8")
+    args = ["check", str(conf), "--profile", EXAMPLE, "-o", "json"]
+    plain = json.loads(CliRunner().invoke(cli, args).stdout)
+    lengths = ["--prompt-tokens", "3000", "--output-tokens", "300"]
+    agg = json.loads(CliRunner().invoke(cli, [*args, *lengths]).stdout)
+    assert plain["profile"]["workload"]["serving"] == "decode_only"
+    assert agg["profile"]["workload"]["serving"] == "aggregated"
+    assert agg["profile"]["workload"]["length_classes"][0]["prompt_tokens"] == 3000
+
+
 @pytest.mark.parametrize("command", [
     ["recommend", EXAMPLE], ["report", EXAMPLE], ["emit", EXAMPLE, "vllm"],
     ["speedup", "--profile", EXAMPLE, "--gamma", "2", "--batch", "4", "--context", "64"],

@@ -25,6 +25,7 @@ from spectune.core.plan import lookup, make_plan, per_batch_gamma
 from spectune.core.recommend import Recommendation, recommend
 from spectune.documents.check_report import CHECK_REPORT
 from spectune.documents.envelope import Document
+from spectune.documents.results import workload_doc
 from spectune.engines.options import Configured
 from spectune.engines.quantization import mismatches as quantization_mismatches
 from spectune.engines.registry import engine_for
@@ -341,6 +342,7 @@ def check(conf: Configured, dep: Deployment, tolerance: float = DEFAULT_TOLERANC
             "drafter": {"kind": kind, "name": dep.drafter.name, "path": dep.drafter.path or None},
             "engine": dep.engine.name,
             "gamma_max": dep.gamma_max,
+            "workload": workload_doc(dep.workload),
         },
         "points": points,
         "failing_points": failing,

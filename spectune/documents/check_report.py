@@ -13,7 +13,7 @@ from __future__ import annotations
 from spectune.core.deployment import EP_EXCHANGES
 from spectune.documents.docspec import Choice, Field, Flag, Kind, List, Nullable, Number, Obj, Text, Tuple
 from spectune.documents.families import engine_families
-from spectune.documents.results import METADATA
+from spectune.documents.results import METADATA, WORKLOAD
 
 _NAT = Number(integer=True, minimum=0)
 _POS = Number(integer=True, minimum=1)
@@ -47,7 +47,7 @@ CHECK_REPORT = Kind("CheckReport", "spectune check",
         Field("name", Text()), Field("model", Text()),
         Field("drafter", Obj((Field("kind", Text()), Field("name", Text()),
                               Field("path", Nullable(Text()))))),
-        Field("engine", Text()), Field("gamma_max", _POS)))),
+        Field("engine", Text()), Field("gamma_max", _POS), Field("workload", WORKLOAD, required=False)))),
     Field("points", List(Obj((
         Field("batch", _POS), Field("context", _NAT),
         Field("configured_gamma", _NAT), Field("configured_speedup", Nullable(Number())),
