@@ -122,7 +122,7 @@ def test_the_1_to_4_bucket_meets_the_acceptance_on_every_row(points: list[Servin
 def test_every_bucket_with_rows_meets_the_acceptance_where_the_stack_is_priced(
         points: list[ServingPoint]) -> None:
     """Rows whose engine profile prices the stack that ran: every bucket within 0.85-1.15 on
-    average with median error <= 20 % (<1 0.94 / 19 %, 1-4 1.00 / 10 %, 4-16 0.95 / 10 %,
+    average with median error <= 20 % (session 38: <1 0.94 / 17 %, 1-4 0.97 / 9 %, 4-16 0.89 / 9 %,
     >16 0.95 / 5 %, one row). Over all rows <1 and 4-16 miss (docs/validation.md): the next
     test says why."""
     got = [b for b in buckets(_priced(points)) if b.n]
@@ -180,12 +180,12 @@ def test_dense_qwen3_8b_on_h100_within_ten_percent(points: list[ServingPoint]) -
 
 def test_moe_and_tp4_dense_categories_against_the_decode_step_band(points: list[ServingPoint]) -> None:
     """Issue 21's decode-step band (0.90-1.10, median error <= 15 %) per category, on the rows
-    whose stack is priced: MoE (98 rows) 0.97 / 11 %, inside it. Dense at TP >= 4 (6 rows, all
-    Llama-3.1-70B on 8x A100, SGLang 0.5.6, [X1]) 0.896 / 12 %: the median is inside, the mean
-    misses the band's floor by 0.004, as measured (docs/validation.md)."""
+    whose stack is priced: MoE (105 rows) 0.94 / 10 %, inside it. Dense at TP >= 4 (6 rows, all
+    Llama-3.1-70B on 8x A100, SGLang 0.5.6, [X1]) 0.913 / 10 % since the engines price their
+    small kernels (session 38; 0.896 / 12 % before: docs/validation.md)."""
     cats = {b.label: b for b in categories(_priced(points))}
     moe = cats["MoE"]
     assert moe.n >= 90 and moe.within(ACCEPT_STEP_MEAN, ACCEPT_STEP_MEDIAN), moe
     dense = cats["TP>=4 dense"]
     assert dense.n == 6 and dense.median_error <= ACCEPT_STEP_MEDIAN
-    assert dense.within((0.85, 1.15), ACCEPT_STEP_MEDIAN), dense
+    assert dense.within(ACCEPT_STEP_MEAN, ACCEPT_STEP_MEDIAN), dense
