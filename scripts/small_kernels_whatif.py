@@ -81,10 +81,13 @@ def variant(extra: Callable[[Model], float] | None, fi: bool) -> Callable[[Deplo
         if fi and eng.family == "sglang":
             eng = replace(eng, moe_kernel="flashinfer_trtllm")
         if extra is not None and eng.name not in FITTED_STACKS:
-            shipped = eng.layer_overhead
-            eng = replace(eng, layer_overhead=extra(dep.model) / dep.model.n_layers)
-            if eng.family == "vllm" and extra is small_kernels:  # the anchor's residual, re-split
-                eng = replace(eng, pass_overhead=eng.pass_overhead + 32 * shipped - LLAMA_8B_SHARE)
+            # back to the per-pass terms before session 38 (their anchors' 32 layers' small
+            # kernels returned to vLLM's and TensorRT-LLM's; SGLang's was 0 either way), then the
+            # variant's own term; "kernels" cuts vLLM's by Llama-3.1-8B's share as before
+            back = 32 * eng.layer_overhead if eng.family in ("vllm", "trtllm") else 0.0
+            cut = LLAMA_8B_SHARE if eng.family == "vllm" and extra is small_kernels else 0.0
+            eng = replace(eng, layer_overhead=extra(dep.model) / dep.model.n_layers,
+                          pass_overhead=eng.pass_overhead + back - cut)
         return replace(dep, engine=eng)
     return apply
 

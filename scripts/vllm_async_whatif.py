@@ -2,13 +2,13 @@
 
 vLLM runs async scheduling by default from 0.14.0 (release notes; vllm-project/vllm#27614,
 #31998): a step's host work overlaps the device's previous step. If the fixed per-pass term
-``pass_overhead_us`` of profiles/engines/vllm.yaml (0.72 ms, measured in mid-2025 without async
-scheduling) were all host work H, a step would expose only max(0, H - device time) of it. This
-prints every held-out row of docs/aggregated-serving.yaml run on vLLM >= 0.14 (the InferenceX
-gpt-oss-120b sweep, vLLM 0.15.1 with --async-scheduling) priced as shipped and with that
-overlap, then the per-bucket summaries of scripts/validate_serving.py both ways. Nothing is
-fitted and nothing ships from it: the overlap makes every bucket worse (docs/validation.md,
-"Async scheduling").
+``pass_overhead_us`` of profiles/engines/vllm.yaml (0.528 ms: 0.72 ms measured in mid-2025
+without async scheduling, less the small kernels priced apart since session 38) were all host
+work H, a step would expose only max(0, H - device time) of it. This prints every held-out row
+of docs/aggregated-serving.yaml run on vLLM >= 0.14 (the InferenceX gpt-oss-120b sweep, vLLM
+0.15.1 with --async-scheduling) priced as shipped and with that overlap, then the per-bucket
+summaries of scripts/validate_serving.py both ways. Nothing is fitted and nothing ships from it:
+the overlap makes every bucket worse (docs/validation.md, "Async scheduling").
 
     python scripts/vllm_async_whatif.py
 """

@@ -73,8 +73,9 @@ class Engine:
     """A serving engine's costs that no roofline shows, in seconds.
 
     ``pass_overhead``: fixed cost of one target forward pass (scheduling, input prep,
-    sampling, graph launch). ``layer_overhead``: floor per layer per pass (kernel
-    launch and tail latency of ~10 small kernels that no bandwidth term covers).
+    sampling, graph launch). ``layer_overhead``: seconds per layer per pass of the small
+    kernels no component prices (norms, rotary, the KV-cache write, the activation: 4-6 at
+    about 1 us each in a CUDA graph in the built-in engines).
     ``draft_pass_overhead``: fixed cost of one drafter pass. ``verify_token_cost``:
     per verified token on the speculative path (rejection sampling, tree/causal masks,
     draft bookkeeping). ``spec_step_overhead`` (YAML ``spec_cycle_overhead_us``): engine
@@ -82,8 +83,8 @@ class Engine:
     bookkeeping, separate draft / verify / draft-extend graph replays), paid once per verify.
     ``prefill_token_cost``: seconds per prompt token a prefill pass takes beyond its kernel
     price (used where a prefill is priced: serving-latency validation rows).
-    With kernel-true costs (:mod:`spectune.core.cost.kernels`) kernel fixed costs are priced per
-    component, so ``layer_overhead`` is 0 in the shipped profiles.
+    With kernel-true costs (:mod:`spectune.core.cost.kernels`) the big kernels' fixed costs are
+    priced per component; ``layer_overhead`` holds only the small ones.
     ``spec_sequence_cost``: per sequence in a speculative step (a CPU-side proposer such as
     n-gram prompt lookup, per-request rejection sampling and draft bookkeeping), paid
     whatever the draft length; 0 unless calibrated (``spectune calibrate``).
