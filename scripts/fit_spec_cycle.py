@@ -45,22 +45,16 @@ def fit(engine_name: str, source: str, token_cost: bool) -> tuple[np.ndarray, li
     if not rows:
         raise SystemExit(f"no use: fit rows for engine {engine_name!r} (source {source!r})")
     measured = np.log([float(r["measured"]) for r in rows])
-    base = pv.deployment
 
     def predicted(x: np.ndarray) -> np.ndarray:
-        def with_terms(row: Any) -> Any:
-            dep = base(row)
+        def with_terms(dep: Any) -> Any:
             eng = dataclasses.replace(dep.engine, spec_step_overhead=x[0] * 1e-6,
                                       spec_step_overhead_by_kind=())
             if token_cost:
                 eng = dataclasses.replace(eng, verify_token_cost=x[1] * 1e-6)
             return dataclasses.replace(dep, engine=eng)
 
-        pv.deployment = with_terms
-        try:
-            return np.array([pv.predict(r) for r in rows])
-        finally:
-            pv.deployment = base
+        return np.array([pv.predict(r, with_terms) for r in rows])
 
     x0 = [1000.0, 17.0] if token_cost else [1000.0]
     hi = [10000.0, 200.0] if token_cost else [10000.0]

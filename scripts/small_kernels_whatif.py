@@ -19,7 +19,8 @@ docs/aggregated-serving.yaml and the validation split of docs/published-speedups
   layer, read from its source at two releases) at 2.2 us and at 1 us each.
 
 Since session 38 the built-in engines price 4-6 small kernels a layer at 1 us
-(``layer_overhead_us``); each variant here replaces that term. Engines with a fitted
+(``layer_overhead_us``), since session 39 also those a layer's kind adds (MoE, MLA, 8-bit
+weights); each variant here replaces all of those terms. Engines with a fitted
 ``layer_overhead_us`` (sglang-rocm, sglang-h200-2025-03: fitted on DeepSeek-R1 serving runs, so
 holding these kernels already) are left as shipped. docs/validation.md "Small kernels, a
 what-if" gives the result.
@@ -54,6 +55,8 @@ FLOOR = 2.2e-6
 MLA_GAP = 10e-6
 LLAMA_8B_SHARE = 32 * 4 * FLOOR  # vllm.yaml's pass_overhead_us came from Llama-3.1-8B, 32 layers
 MLA_KINDS = ("mla", "dsa", "hca", "csa")
+#: Each variant replaces every small-kernel term, the per-layer-kind ones of session 39 too.
+NO_OWN_KERNELS = {"moe_layer_overhead": 0.0, "mla_layer_overhead": 0.0, "quant_layer_overhead": 0.0}
 
 
 def small_kernels(model: Model) -> float:
@@ -84,23 +87,19 @@ def variant(extra: Callable[[Model], float] | None, fi: bool) -> Callable[[Deplo
             # back to the per-pass terms before session 38 (their anchors' 32 layers' small
             # kernels returned to vLLM's and TensorRT-LLM's; SGLang's was 0 either way), then the
             # variant's own term; "kernels" cuts vLLM's by Llama-3.1-8B's share as before
-            back = 32 * eng.layer_overhead if eng.family in ("vllm", "trtllm") else 0.0
+            # (TensorRT-LLM's anchor is an fp8 model: its quantizations went back too)
+            per_layer = eng.layer_overhead + (eng.quant_layer_overhead if eng.family == "trtllm" else 0.0)
+            back = 32 * per_layer if eng.family in ("vllm", "trtllm") else 0.0
             cut = LLAMA_8B_SHARE if eng.family == "vllm" and extra is small_kernels else 0.0
             eng = replace(eng, layer_overhead=extra(dep.model) / dep.model.n_layers,
-                          pass_overhead=eng.pass_overhead + back - cut)
+                          pass_overhead=eng.pass_overhead + back - cut, **NO_OWN_KERNELS)
         return replace(dep, engine=eng)
     return apply
 
 
 def run(rewrite: Callable[[Deployment], Deployment], serving: list[Any], speedups: list[Any]) -> str:
-    s_dep, p_dep = sv.deployment, pv.deployment
-    sv.deployment = lambda row: rewrite(s_dep(row))
-    pv.deployment = lambda row: rewrite(p_dep(row))
-    try:
-        priced = [p for p in sv.evaluate(serving) if p.row.get("stack_priced", True)]
-        held = pv.summarise(pv.evaluate([r for r in speedups if r.get("use") == "validation"]))
-    finally:
-        sv.deployment, pv.deployment = s_dep, p_dep
+    priced = [p for p in sv.evaluate(serving, rewrite) if p.row.get("stack_priced", True)]
+    held = pv.summarise(pv.evaluate([r for r in speedups if r.get("use") == "validation"], rewrite))
     cells = [f"{b.mean_ratio:5.3f} {b.median_error * 100:3.0f}%" for b in sv.buckets(priced)[:3]]
     cells += [f"{b.mean_ratio:5.3f} {b.median_error * 100:3.0f}%" for b in sv.categories(priced)[:2]]
     return "  ".join(cells) + f"  {held.median_abs_error * 100:4.1f}% {held.sign_right * 100:3.0f}%"
@@ -146,21 +145,15 @@ def deepseek_inventory(floor: float) -> None:
     differ between the two releases, the rows do."""
     rows = [r for r in yaml.safe_load((DOCS / "aggregated-serving.yaml").read_text(encoding="utf-8"))
             if isinstance(r, dict) and r["model"] == "deepseek-r1" and r["engine"] == "sglang"]
-    base = sv.deployment
-
     def rewrite(dep: Deployment) -> Deployment:
         n = dep.model.n_layers
         moe = sum(g.count for g in dep.model.layers if isinstance(g.ffn, MoE))
         per_pass = (moe * DEEPSEEK_SGLANG["moe"] + (n - moe) * DEEPSEEK_SGLANG["dense"]) * floor
-        eng = replace(dep.engine, moe_kernel="flashinfer_trtllm", layer_overhead=per_pass / n)
+        eng = replace(dep.engine, moe_kernel="flashinfer_trtllm", layer_overhead=per_pass / n,
+                      **NO_OWN_KERNELS)
         return replace(dep, engine=eng)
 
-    shipped = sv.evaluate(rows)
-    sv.deployment = lambda row: rewrite(base(row))
-    try:
-        priced = sv.evaluate(rows)
-    finally:
-        sv.deployment = base
+    shipped, priced = sv.evaluate(rows), sv.evaluate(rows, rewrite)
     print(f"DeepSeek-R1 on SGLang, {DEEPSEEK_SGLANG['moe']} small kernels per MoE layer at "
           f"{floor * 1e6:.1f} us + FI MoE: mean predicted / measured, shipped -> inventory")
     groups: dict[tuple[str, str], list[tuple[float, float]]] = {}

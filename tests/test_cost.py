@@ -118,6 +118,40 @@ def test_engine_overhead_is_its_own_fixed_component(h100) -> None:
                                                 + e.verify_token_cost * 12)
 
 
+def test_a_layers_kind_adds_its_own_small_kernels(h100) -> None:
+    """Beyond the Llama core's ``layer_overhead``, each MoE layer, each MLA layer and each layer
+    of a model with 8-bit weights pays its engine's own count (session 39); distinct powers of
+    ten keep every term visible in the sum."""
+    from dataclasses import replace
+
+    from spectune.core.cost.step import small_kernel_seconds
+    from spectune.core.model import MoE
+    e = Engine("t", 0.0, 1e-6, 0.0, 0.0, moe_layer_overhead=10e-6, mla_layer_overhead=100e-6,
+               quant_layer_overhead=1000e-6)
+    dsr1 = load_model("deepseek-r1")  # 61 MLA layers, 3 dense then MoE, fp8 weights
+    n_moe = sum(g.count for g in dsr1.layers if isinstance(g.ffn, MoE))
+    assert 0 < n_moe < dsr1.n_layers == 61
+    want = 61 * 1e-6 + n_moe * 10e-6 + 61 * 100e-6 + 61 * 1000e-6
+    assert small_kernel_seconds(dsr1, e) == pytest.approx(want, rel=1e-12)
+    llama = load_model("llama-3.1-8b")  # bf16, GQA, dense: the core only
+    assert small_kernel_seconds(llama, e) == pytest.approx(32e-6, rel=1e-12)
+    assert small_kernel_seconds(replace(llama, weight_dtype="fp8"), e) == pytest.approx(32 * 1001e-6)
+    over = step_cost(dsr1, h100, Parallelism(8, 1, 1), e, 1, 1, 1024).components["overhead"]
+    assert float(over.seconds) == pytest.approx(want, rel=1e-12)
+
+
+def test_builtin_engines_price_a_layers_kind() -> None:
+    """Every built-in engine prices each layer kind's own kernels: a count of 1-9 at about 1 us
+    each; the fitted 2025 stacks price none apart (their fitted term holds them)."""
+    for name in ("vllm", "sglang", "trtllm"):
+        e = load_engine(name)
+        terms = (e.moe_layer_overhead, e.mla_layer_overhead, e.quant_layer_overhead)
+        assert all(0.9e-6 <= t < 10e-6 for t in terms), (name, terms)
+    for name in ("sglang-rocm", "sglang-h200-2025-03"):
+        e = load_engine(name)
+        assert e.moe_layer_overhead == e.mla_layer_overhead == e.quant_layer_overhead == 0.0
+
+
 def test_drafter_costs(h100) -> None:
     m = load_model("llama-3.1-8b")
     e = load_engine("vllm")

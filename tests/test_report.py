@@ -69,13 +69,16 @@ def heatmap_matches(cells: list[dict[str, str]], doc: dict[str, Any]) -> None:
 
 def test_report_heatmap_matches_recommend_json(runner: CliRunner) -> None:
     pytest.importorskip("matplotlib")
-    rec_json = runner.invoke(cli, ["recommend", "qwen3-30b-a3b-h100-eagle3", "-o", "json"])
-    page = runner.invoke(cli, ["report", "qwen3-30b-a3b-h100-eagle3"])
+    # an example with both 'off' and speculating cells (MoE at batch on B200: speculation stops
+    # paying at large batch)
+    name = "qwen3.6-35b-a3b-b200-mtp"
+    rec_json = runner.invoke(cli, ["recommend", name, "-o", "json"])
+    page = runner.invoke(cli, ["report", name])
     assert rec_json.exit_code == 0 and page.exit_code == 0, page.output
     doc = json.loads(rec_json.stdout)
     parsed = parse(page.stdout)
     heatmap_matches(parsed.cells, doc)
-    # this example has both 'off' and speculating cells: both kinds are drawn
+    # both kinds are drawn
     assert {"off", "spec"} <= {c["class"] for c in parsed.cells}
     assert parsed.fetching == []  # nothing is fetched when the page is viewed
     assert page.stdout.count("<svg") == 3  # curves, cost ledger, acceptance
@@ -84,7 +87,7 @@ def test_report_heatmap_matches_recommend_json(runner: CliRunner) -> None:
     # the deployment section carries exactly what `spectune emit PROFILE vllm` prints
     import html
 
-    emitted = runner.invoke(cli, ["emit", "qwen3-30b-a3b-h100-eagle3", "vllm"]).stdout.strip()
+    emitted = runner.invoke(cli, ["emit", name, "vllm"]).stdout.strip()
     assert f"--speculative-config '{emitted}'" in html.unescape(page.stdout)
 
 

@@ -35,7 +35,8 @@ pytestmark = pytest.mark.prometheus
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
-CHAT, MOE = "llama-3.1-70b-h100-eagle3", "qwen3-30b-a3b-h100-eagle3"
+# MOE: an MoE example with points where gamma* = 0 and points where speculation pays
+CHAT, MOE = "llama-3.1-70b-h100-eagle3", "qwen3.6-35b-a3b-b200-mtp"
 TOL = 0.03
 MINUTES = 40  # samples per series, one a minute
 EVAL = "30m"  # window 5m and for 10m have long passed
@@ -195,7 +196,7 @@ def scenarios() -> tuple[list[Pod], list[Expect]]:
     assert low < 1 + accepted / DRAFTS < high
     pods.append(Pod("chat", "marginal", "c:8000", (mid(b),), DRAFTS, k, (accepted,) + (0.0,) * (k - 1)))
     expect.append(Expect("SpeculativeAcceptanceLow", "warning", "marginal", "chat", 1 + accepted / DRAFTS))
-    # moe (qwen3-30b-a3b): speculating where gamma* is 0; plain decode where it pays; a draft length off
+    # moe (qwen3.6-35b-a3b): speculating where gamma* is 0; plain decode where it pays; a draft length off
     off = band(MOE, lambda b: b.gamma_star == 0)
     pods.append(Pod("moe", "slow", "d:8000", (mid(off),), DRAFTS, 2, (ACCEPTED, ACCEPTED)))
     expect.append(Expect("SpeculationSlowsDeployment", "warning", "slow", "moe", mid(off)))

@@ -233,10 +233,11 @@ def test_shipped_h100_kernels_are_the_fit(tmp_path: Path) -> None:
 
 
 def test_rocm_engine_adds_its_layer_time_to_every_pass() -> None:
-    """sglang-rocm is sglang with its own fitted time per layer per pass: a target pass of
-    DeepSeek-V3 (61 layers) pays 61 x the difference more, an MTP pass (1 layer) one; kernels
-    unchanged."""
+    """sglang-rocm is sglang with its own fitted time per layer per pass, in place of every
+    small-kernel term sglang prices: a target pass of DeepSeek-V3 (61 layers) pays 61 x its
+    term less sglang's small kernels, an MTP pass (1 layer) one; kernels unchanged."""
     from spectune.core.cost import step_cost
+    from spectune.core.cost.step import small_kernel_seconds
     from spectune.core.deployment import Parallelism
     from spectune.documents.profiles import load_drafter, load_engine, load_gpu, load_model
     gpu, model, par = load_gpu("mi300x"), load_model("deepseek-v3"), Parallelism(8, 1, 1)
@@ -246,8 +247,9 @@ def test_rocm_engine_adds_its_layer_time_to_every_pass() -> None:
         assert m is not None
         a = step_cost(m, gpu, par, rocm, 4.0, 1.0, 2048.0, role=role, drafter_kind="mtp")
         b = step_cost(m, gpu, par, base, 4.0, 1.0, 2048.0, role=role, drafter_kind="mtp")
-        extra = rocm.layer_overhead - base.layer_overhead  # its fitted term replaces sglang's small kernels
-        assert extra > 0 and float(a.seconds - b.seconds) == pytest.approx(m.n_layers * extra, rel=1e-9)
+        # its fitted per-layer term replaces every small kernel sglang prices (its own kinds' too)
+        extra = m.n_layers * rocm.layer_overhead - small_kernel_seconds(m, base)
+        assert extra > 0 and float(a.seconds - b.seconds) == pytest.approx(extra, rel=1e-9)
 
 
 def test_mi300x_example_recommends_with_the_rocm_engine() -> None:

@@ -75,7 +75,10 @@ class Engine:
     ``pass_overhead``: fixed cost of one target forward pass (scheduling, input prep,
     sampling, graph launch). ``layer_overhead``: seconds per layer per pass of the small
     kernels no component prices (norms, rotary, the KV-cache write, the activation: 4-6 at
-    about 1 us each in a CUDA graph in the built-in engines).
+    about 1 us each in a CUDA graph in the built-in engines). A layer's own structure adds
+    more: ``moe_layer_overhead`` per MoE layer (router GEMM, top-k, alignment, expert sum),
+    ``mla_layer_overhead`` per MLA layer (its latent norms), ``quant_layer_overhead`` per
+    layer of a model whose weights are 8-bit (the activations' quantization kernels).
     ``draft_pass_overhead``: fixed cost of one drafter pass. ``verify_token_cost``:
     per verified token on the speculative path (rejection sampling, tree/causal masks,
     draft bookkeeping). ``spec_step_overhead`` (YAML ``spec_cycle_overhead_us``): engine
@@ -115,6 +118,9 @@ class Engine:
 
     spec_sequence_cost: float = 0.0
     sequence_cost: float = 0.0
+    moe_layer_overhead: float = 0.0
+    mla_layer_overhead: float = 0.0
+    quant_layer_overhead: float = 0.0
     #: chunked-prefill token budget per step and scheduler (vLLM ``--max-num-batched-tokens``,
     #: SGLang ``--chunked-prefill-size``): profiles/engines/*.yaml cite each engine's default.
     max_num_batched_tokens: int = 8192

@@ -154,6 +154,9 @@ ENGINE_MEANING = {
     "prefill_token_cost_us": "cost per prefilled token",
     "spec_sequence_cost_us": "cost per sequence of a speculative step",
     "sequence_cost_us": "cost per sequence of a step",
+    "moe_layer_overhead_us": "cost per MoE layer of a pass beyond layer_overhead_us",
+    "mla_layer_overhead_us": "cost per MLA layer of a pass beyond layer_overhead_us",
+    "quant_layer_overhead_us": "cost per layer of a pass of an 8-bit-weight model's quantizations",
 }
 ENGINE_REQUIRED = ENGINE_US[:4]
 
@@ -179,6 +182,7 @@ ENGINE = Obj((
          Obj(tuple(_opt(k, _num(OVERHEAD_US, "microseconds")) for k in DRAFTER_KINDS),
              "speculative-cycle overhead by drafter kind, microseconds")),
     _us("prefill_token_cost_us"), _us("spec_sequence_cost_us"), _us("sequence_cost_us"),
+    _us("moe_layer_overhead_us"), _us("mla_layer_overhead_us"), _us("quant_layer_overhead_us"),
     _opt("max_num_batched_tokens", Number(integer=True, minimum=1, maximum=MAX_CONTEXT,
                                           description="chunked-prefill token budget per step (vLLM "
                                                       "--max-num-batched-tokens, SGLang "

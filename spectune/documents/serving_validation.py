@@ -33,7 +33,7 @@ from spectune.core.lengths import workload_with_lengths
 from spectune.core.speedup import speedup_grid
 from spectune.documents.profiles import load_model
 from spectune.documents.user_model import with_dtypes
-from spectune.documents.validation import plain_deployment
+from spectune.documents.validation import Rewrite, plain_deployment
 
 #: Bucket edges of ISL / OSL (issue 21: "<1, 1-4, 4-16, >16"); a ratio on an edge goes up.
 EDGES = (1.0, 4.0, 16.0)
@@ -108,16 +108,17 @@ def deployment(row: Mapping[str, Any]) -> Deployment:
     return replace(dep, workload=workload_with_lengths(workload, lengths, contexts_given=False))
 
 
-def predict(row: Mapping[str, Any]) -> ServingPoint:
-    """Price one row: the aggregated mean step and the decode-only step, seconds per token."""
-    dep = deployment(row)
+def predict(row: Mapping[str, Any], rewrite: Rewrite | None = None) -> ServingPoint:
+    """Price one row (its deployment passed through ``rewrite`` if given): the aggregated mean
+    step and the decode-only step, seconds per token."""
+    dep = deployment(row) if rewrite is None else rewrite(deployment(row))
     agg = float(speedup_grid(dep).c0[0, 0])
     decode = float(speedup_grid(replace(dep, workload=replace(dep.workload, lengths=()))).c0[0, 0])
     return ServingPoint(row, agg, decode, float(row["tpot_ms"]) * 1e-3)
 
 
-def evaluate(rows: Iterable[Mapping[str, Any]]) -> list[ServingPoint]:
-    return [predict(r) for r in rows]
+def evaluate(rows: Iterable[Mapping[str, Any]], rewrite: Rewrite | None = None) -> list[ServingPoint]:
+    return [predict(r, rewrite) for r in rows]
 
 
 def summarize(label: str, points: Sequence[ServingPoint]) -> Bucket:

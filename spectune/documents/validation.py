@@ -13,7 +13,7 @@ request latency of a serving benchmark, plain over speculative: :func:`serving_l
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,10 +141,14 @@ def capped_latency(prefill: float, per_token: Any, output_len: int, concurrency:
                            request_rate) * float(queued(concurrency, r))
 
 
-def predict(row: Mapping[str, Any]) -> float:
-    """spectune's speedup for the row's deployment at its configured gamma, as the row's
-    ``metric`` defines it."""
-    dep = deployment(row)
+#: A what-if or a fit's trial: the row's deployment as it would be priced with other terms.
+Rewrite = Callable[[Deployment], Deployment]
+
+
+def predict(row: Mapping[str, Any], rewrite: Rewrite | None = None) -> float:
+    """spectune's speedup for the row's deployment (passed through ``rewrite`` if given) at
+    its configured gamma, as the row's ``metric`` defines it."""
+    dep = deployment(row) if rewrite is None else rewrite(deployment(row))
     gamma = int(row["gamma"])
     if row.get("metric", "throughput") != "e2e_latency":
         return float(speedup_grid(dep).speedup[0, 0, gamma])
@@ -160,8 +164,8 @@ def predict(row: Mapping[str, Any]) -> float:
     return serving_latency(p, plain, out, conc, rate) / capped_latency(p, spec, out, conc, rate, run)
 
 
-def evaluate(rows: Iterable[Mapping[str, Any]]) -> list[Point]:
-    return [Point(r, predict(r), float(r["measured"])) for r in rows]
+def evaluate(rows: Iterable[Mapping[str, Any]], rewrite: Rewrite | None = None) -> list[Point]:
+    return [Point(r, predict(r, rewrite), float(r["measured"])) for r in rows]
 
 
 def summarise(points: Iterable[Point]) -> Summary:

@@ -175,20 +175,43 @@ def comm_cost(model: Model, gpu: GPU, par: Parallelism, B: Array, T: Array,
 REFERENCE_VOCAB = 128_256
 
 
+#: Weight formats whose GEMMs quantize their activations at run time (W8A8): each such input is
+#: a quantization kernel of its own unless the engine fuses it (``Engine.quant_layer_overhead``).
+W8A8_WEIGHTS = frozenset({"fp8", "int8"})
+
+
+def small_kernel_seconds(model: Model, engine: Engine) -> float:
+    """Seconds per pass of the small kernels no component prices, summed over ``model``'s
+    layers: sum over layers of ``layer_overhead`` + ``moe_layer_overhead`` [MoE layer] +
+    ``mla_layer_overhead`` [latent (MLA) attention] + ``quant_layer_overhead`` [8-bit
+    weights]. Each engine term is its kernel count at about 1 us a kernel in a CUDA graph
+    (profiles/engines/*.yaml cite the counts)."""
+    quant = engine.quant_layer_overhead if model.weight_dtype in W8A8_WEIGHTS else 0.0
+    total = 0.0
+    for group in model.distinct_layers():
+        per_layer = engine.layer_overhead + quant
+        if isinstance(group.ffn, MoE):
+            per_layer += engine.moe_layer_overhead
+        if group.attention.kv_lora_rank:
+            per_layer += engine.mla_layer_overhead
+        total += group.count * per_layer
+    return total
+
+
 def overhead_seconds(model: Model, engine: Engine, par: Parallelism, B: Array, T: Array,
                      speculative: ArrayLike, role: str = "target", drafter_kind: str = "",
                      logit_positions: Array | None = None) -> Array:
     """Engine time outside the kernels' rooflines for one pass (seconds): a fixed cost per
-    pass and per layer, and per sequence in a target pass; a target pass on the speculative
-    path adds the speculative cycle's fixed cost and a cost per sequence (B/dp). Every pass on
-    the speculative path (verify and drafter) pays a cost per token whose logits it processes
-    (B/dp * ``logit_positions`` per GPU, default T), ``verify_token_cost`` scaled by its LM
-    head's vocabulary over :data:`REFERENCE_VOCAB` (softmax, top-k, rejection sampling and the
-    logits traffic grow with the vocabulary)."""
+    pass and per layer (:func:`small_kernel_seconds`), and per sequence in a target pass; a
+    target pass on the speculative path adds the speculative cycle's fixed cost and a cost per
+    sequence (B/dp). Every pass on the speculative path (verify and drafter) pays a cost per
+    token whose logits it processes (B/dp * ``logit_positions`` per GPU, default T),
+    ``verify_token_cost`` scaled by its LM head's vocabulary over :data:`REFERENCE_VOCAB`
+    (softmax, top-k, rejection sampling and the logits traffic grow with the vocabulary)."""
     seqs = np.asarray(B, dtype=float) / par.dp
     tokens = seqs * (T if logit_positions is None else logit_positions)
     per_token = engine.verify_token_cost * model.head_vocab / REFERENCE_VOCAB
-    layers = engine.layer_overhead * model.n_layers
+    layers = small_kernel_seconds(model, engine)
     if role == "draft":
         return engine.draft_overhead(drafter_kind) + layers + per_token * tokens
     base = engine.pass_overhead + layers + engine.sequence_cost * seqs
