@@ -120,7 +120,7 @@ def test_engine_overhead_is_its_own_fixed_component(h100) -> None:
 
 def test_a_layers_kind_adds_its_own_small_kernels(h100) -> None:
     """Beyond the Llama core's ``layer_overhead``, each MoE layer, each MLA layer and each layer
-    of a model with 8-bit weights pays its engine's own count (session 39); distinct powers of
+    of a model with fp8 weights (or fp8 experts) pays its engine's own count (session 39); distinct powers of
     ten keep every term visible in the sum."""
     from dataclasses import replace
 
@@ -136,6 +136,11 @@ def test_a_layers_kind_adds_its_own_small_kernels(h100) -> None:
     llama = load_model("llama-3.1-8b")  # bf16, GQA, dense: the core only
     assert small_kernel_seconds(llama, e) == pytest.approx(32e-6, rel=1e-12)
     assert small_kernel_seconds(replace(llama, weight_dtype="fp8"), e) == pytest.approx(32 * 1001e-6)
+    # fp8 experts under bf16 attention: the MoE layers quantize; int8 (mostly weight-only) does not
+    qwen = load_model("qwen3-30b-a3b")  # 48 MoE layers, bf16, GQA
+    assert small_kernel_seconds(qwen, e) == pytest.approx(48 * 11e-6)
+    assert small_kernel_seconds(replace(qwen, expert_dtype="fp8"), e) == pytest.approx(48 * 1011e-6)
+    assert small_kernel_seconds(replace(llama, weight_dtype="int8"), e) == pytest.approx(32e-6)
     over = step_cost(dsr1, h100, Parallelism(8, 1, 1), e, 1, 1, 1024).components["overhead"]
     assert float(over.seconds) == pytest.approx(want, rel=1e-12)
 

@@ -76,9 +76,10 @@ class Engine:
     sampling, graph launch). ``layer_overhead``: seconds per layer per pass of the small
     kernels no component prices (norms, rotary, the KV-cache write, the activation: 4-6 at
     about 1 us each in a CUDA graph in the built-in engines). A layer's own structure adds
-    more: ``moe_layer_overhead`` per MoE layer (router GEMM, top-k, alignment, expert sum),
-    ``mla_layer_overhead`` per MLA layer (its latent norms), ``quant_layer_overhead`` per
-    layer of a model whose weights are 8-bit (the activations' quantization kernels).
+    more, each in seconds per such layer per pass: ``moe_layer_overhead`` per MoE layer
+    (router GEMM, top-k, alignment, expert sum), ``mla_layer_overhead`` per MLA layer (its
+    latent norms), ``quant_layer_overhead`` per layer whose weights (or experts) are fp8 (the
+    activations' quantization kernels; :func:`spectune.core.cost.step.small_kernel_seconds`).
     ``draft_pass_overhead``: fixed cost of one drafter pass. ``verify_token_cost``:
     per verified token on the speculative path (rejection sampling, tree/causal masks,
     draft bookkeeping). ``spec_step_overhead`` (YAML ``spec_cycle_overhead_us``): engine

@@ -156,7 +156,7 @@ ENGINE_MEANING = {
     "sequence_cost_us": "cost per sequence of a step",
     "moe_layer_overhead_us": "cost per MoE layer of a pass beyond layer_overhead_us",
     "mla_layer_overhead_us": "cost per MLA layer of a pass beyond layer_overhead_us",
-    "quant_layer_overhead_us": "cost per layer of a pass of an 8-bit-weight model's quantizations",
+    "quant_layer_overhead_us": "cost per fp8 layer of a pass (its activations' quantizations)",
 }
 ENGINE_REQUIRED = ENGINE_US[:4]
 

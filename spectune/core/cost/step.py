@@ -175,22 +175,29 @@ def comm_cost(model: Model, gpu: GPU, par: Parallelism, B: Array, T: Array,
 REFERENCE_VOCAB = 128_256
 
 
-#: Weight formats whose GEMMs quantize their activations at run time (W8A8): each such input is
-#: a quantization kernel of its own unless the engine fuses it (``Engine.quant_layer_overhead``).
-W8A8_WEIGHTS = frozenset({"fp8", "int8"})
+#: Weight formats whose GEMMs quantize their activations at run time: fp8 checkpoints run W8A8
+#: with dynamic activation scales on fp8 hardware (vLLM's and SGLang's Fp8LinearMethod, per token
+#: or per 128-group; nm-vllm#332 counts 4 `scaled_fp8_quant` a layer). Not int8: GPTQ / AWQ /
+#: compressed-tensors 8-bit imports as the same dtype but mostly runs weight-only (W8A16). Not
+#: nvfp4 (W4A4 does quantize, cvt_fp16_to_fp4 in SGLang's DeepSeek-R1-FP4 trace, InferenceX#863):
+#: no engine count for it here.
+QUANT_ACTIVATION_WEIGHTS = frozenset({"fp8"})
 
 
 def small_kernel_seconds(model: Model, engine: Engine) -> float:
     """Seconds per pass of the small kernels no component prices, summed over ``model``'s
     layers: sum over layers of ``layer_overhead`` + ``moe_layer_overhead`` [MoE layer] +
-    ``mla_layer_overhead`` [latent (MLA) attention] + ``quant_layer_overhead`` [8-bit
-    weights]. Each engine term is its kernel count at about 1 us a kernel in a CUDA graph
-    (profiles/engines/*.yaml cite the counts)."""
-    quant = engine.quant_layer_overhead if model.weight_dtype in W8A8_WEIGHTS else 0.0
+    ``mla_layer_overhead`` [latent (MLA) attention] + ``quant_layer_overhead`` [the layer's
+    weights, or its experts', in :data:`QUANT_ACTIVATION_WEIGHTS`]. Each engine term is its
+    kernel count at about 1 us a kernel in a CUDA graph (profiles/engines/*.yaml cite them)."""
+    quantized = model.weight_dtype in QUANT_ACTIVATION_WEIGHTS
     total = 0.0
     for group in model.distinct_layers():
-        per_layer = engine.layer_overhead + quant
-        if isinstance(group.ffn, MoE):
+        per_layer = engine.layer_overhead
+        moe = isinstance(group.ffn, MoE)
+        if quantized or (moe and model.expert_dtype in QUANT_ACTIVATION_WEIGHTS):
+            per_layer += engine.quant_layer_overhead
+        if moe:
             per_layer += engine.moe_layer_overhead
         if group.attention.kv_lora_rank:
             per_layer += engine.mla_layer_overhead
